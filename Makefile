@@ -1,0 +1,28 @@
+# Two commands on a fresh machine (README): `make demo` and `make test`.
+# Each creates .venv if missing and installs the package with its pinned dependencies; the
+# install is redone only when pyproject.toml changes (the stamp file).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: install demo test test-slow clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/offline_gitd demo
+
+test: install
+	$(BIN)/python -m pytest
+
+test-slow: install
+	$(BIN)/python -m pytest -m slow
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

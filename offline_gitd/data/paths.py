@@ -1,0 +1,44 @@
+"""Where data lives on disk (DESIGN §4, "Cache").
+
+One root holds everything: ``--data-dir``, else ``$OFFLINE_GITD_DATA``, else the user cache
+directory (``$XDG_CACHE_HOME/offline_gitd`` or ``~/.cache/offline_gitd``). Below it:
+
+    rlu_atari/raw/{layout}/{Game}/run_{N}-{i:05d}-of-{n:05d}    downloaded GZIP TFRecord shards
+    rlu_atari/raw/{layout}/{Game}/run_{N}.lock.json            sizes and sha256 of verified shards
+    rlu_atari/cache/{Game}/run_{N}/checkpoint_{i:02d}/          decoded memory-mapped arrays
+
+``layout`` is ``atari_episodes_ordered`` or ``atari`` (the bucket's own folder names), so a mirror
+of the bucket and the raw folder have the same shape.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_VAR = "OFFLINE_GITD_DATA"
+
+
+def data_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Resolve the data root: explicit argument, then ``$OFFLINE_GITD_DATA``, then the cache dir."""
+    if data_dir:
+        return Path(data_dir).expanduser()
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR]).expanduser()
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(cache_home) / "offline_gitd"
+
+
+def rlu_raw_dir(root: Path, layout: str, game: str) -> Path:
+    """Folder holding one game's downloaded shards of one bucket layout."""
+    return root / "rlu_atari" / "raw" / layout / game
+
+
+def rlu_shard_name(run: int, shard: int, num_shards: int) -> str:
+    """The bucket's file name of shard ``shard`` of run ``run`` (``run_1-00003-of-00050``)."""
+    return f"run_{run}-{shard:05d}-of-{num_shards:05d}"
+
+
+def rlu_cache_dir(root: Path, game: str, run: int, checkpoint: int) -> Path:
+    """Folder of one checkpoint's decoded, memory-mapped arrays."""
+    return root / "rlu_atari" / "cache" / game / f"run_{run}" / f"checkpoint_{checkpoint:02d}"
