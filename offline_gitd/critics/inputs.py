@@ -1,0 +1,93 @@
+"""What a critic's loss reads: network outputs at (s, a) and bootstrap values at s'.
+
+The four losses (``td.py``, ``tdrc.py``, ``itd.py``, ``gitd.py``) are written over these arrays so
+they read like DESIGN §2's table and serve discrete and continuous critics alike. A front end
+(:func:`discrete_inputs` here; the continuous one lives with the SAC-family learners) evaluates the
+network *inside* the differentiated function, so gradients reach the parameters through them.
+
+Shapes: B = batch, K = online heads. ``q_sa`` and ``h_sa`` may carry extra leading axes (the two
+critic ensembles of continuous control); targets are shared across them and broadcast.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from offline_gitd.batch import Batch
+from offline_gitd.critics.config import CriticConfig
+from offline_gitd.networks.multihead import MultiHeadNetwork, Params
+
+
+class CriticInputs(NamedTuple):
+    """Per-sample quantities, batch axis last.
+
+    q_sa:          Q_k(s, a) of the online heads, [..., K, B].
+    h_sa:          H-head outputs at (s, a), [..., num_h, B], or None.
+    v_next_frozen: bootstrap value of theta_0 at s' (already stop-gradient), [B], or None (TDRC).
+    v_next_online: bootstrap values of the online heads at s', **with gradient**, [K, B], or None.
+    v_next_stale:  i-TD's Qbar_k bootstrap values (stop-gradient), [K, B], or None.
+    reward:        (n-step) reward, [B].
+    discount:      gamma**n (1 - terminal), [B].
+    q_all:         all-action online Q-values [K, B, A] (discrete; CQL's logsumexp reads them).
+    """
+
+    q_sa: jnp.ndarray
+    h_sa: jnp.ndarray | None
+    v_next_frozen: jnp.ndarray | None
+    v_next_online: jnp.ndarray | None
+    v_next_stale: jnp.ndarray | None
+    reward: jnp.ndarray
+    discount: jnp.ndarray
+    q_all: jnp.ndarray | None = None
+
+
+def needs_online_next(cfg: CriticConfig) -> bool:
+    """Whether the loss bootstraps from the online heads at s' (and so pays an online pass on s')."""
+    if cfg.kind == "tdrc":
+        return True
+    if cfg.kind == "gitd":
+        return cfg.K > 1
+    if cfg.kind == "itd":
+        return cfg.K > 1 and cfg.D == 1
+    return False
+
+
+def _take_action(values: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray:
+    """values [heads, B, A], action [B] -> values[:, b, action[b]] of shape [heads, B]."""
+    return jnp.take_along_axis(values, action[None, :, None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def discrete_inputs(
+    cfg: CriticConfig, net: MultiHeadNetwork, params: Params, frozen: Params, batch: Batch
+) -> CriticInputs:
+    """Discrete actions: bootstrap value of a head is max_a Q(s', a)."""
+    q_all, h_all = net.apply(params, batch.obs)
+    q_sa = _take_action(q_all, batch.action)
+    h_sa = None if h_all is None else _take_action(h_all, batch.action)
+
+    v_frozen = None
+    if cfg.uses_target_network:
+        v_frozen = jax.lax.stop_gradient(net.q_values(frozen["target"], batch.next_obs).max(axis=-1)[0])
+    v_online = None
+    if needs_online_next(cfg):
+        v_online = net.q_values(params, batch.next_obs).max(axis=-1)
+    v_stale = None
+    if cfg.kind == "itd" and cfg.K > 1:
+        if cfg.uses_stale_copies:
+            v_stale = net.q_values(frozen["stale"], batch.next_obs).max(axis=-1)
+        else:
+            v_stale = v_online
+        v_stale = jax.lax.stop_gradient(v_stale)
+    return CriticInputs(
+        q_sa=q_sa,
+        h_sa=h_sa,
+        v_next_frozen=v_frozen,
+        v_next_online=v_online,
+        v_next_stale=v_stale,
+        reward=batch.reward.astype(jnp.float32),
+        discount=batch.discount.astype(jnp.float32),
+        q_all=q_all,
+    )
