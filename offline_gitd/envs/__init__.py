@@ -1,1 +1,1 @@
-"""offline_gitd.envs."""
+"""Environments: the Atari protocol of Machado et al. (2018) and gymnasium ids (``make.py``)."""
