@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install demo test test-slow clean
+.PHONY: install chromium demo test test-slow clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,10 +15,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Headless Chromium from Debian's packages, for the leaderboard page's browser test (sudo unless root).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+chromium:
+	command -v chromium >/dev/null || ($(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver)
+
 demo: install
 	$(BIN)/offline_gitd demo
 
-test: install
+test: install chromium
 	$(BIN)/python -m pytest
 
 test-slow: install

@@ -17,7 +17,11 @@ from offline_gitd.errors import UsageError
 
 # Order is the order shown by --help: the data flow of DESIGN §1, then the experiments.
 COMMAND_MODULES: tuple[str, ...] = (
+    "offline_gitd.data.command",
+    "offline_gitd.learners.command",
+    "offline_gitd.leaderboard.command",
     "offline_gitd.mdps.command",
+    "offline_gitd.demo",
 )
 
 

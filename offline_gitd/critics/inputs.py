@@ -11,6 +11,7 @@ critic ensembles of continuous control); targets are shared across them and broa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -60,30 +61,34 @@ def _take_action(values: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray:
     return jnp.take_along_axis(values, action[None, :, None].astype(jnp.int32), axis=-1)[..., 0]
 
 
+def bootstrap_values(
+    cfg: CriticConfig, value_at_next: Callable[[Params], jnp.ndarray], params: Params, frozen: Params
+) -> tuple[jnp.ndarray | None, jnp.ndarray | None, jnp.ndarray | None]:
+    """(v_next_frozen, v_next_online, v_next_stale) for the critic's kind, computing only what it reads.
+
+    ``value_at_next(p)`` is the bootstrap value of every head in ``p`` at s', shape [heads, B]:
+    max_a Q(s', a) for discrete critics, min over ensembles of Q(s', a') - alpha log pi for SAC.
+    """
+    sg = jax.lax.stop_gradient
+    v_frozen = sg(value_at_next(frozen["target"])[0]) if cfg.uses_target_network else None
+    v_online = value_at_next(params) if needs_online_next(cfg) else None
+    v_stale = None
+    if cfg.kind == "itd" and cfg.K > 1:
+        v_stale = sg(value_at_next(frozen["stale"]) if cfg.uses_stale_copies else v_online)
+    return v_frozen, v_online, v_stale
+
+
 def discrete_inputs(
     cfg: CriticConfig, net: MultiHeadNetwork, params: Params, frozen: Params, batch: Batch
 ) -> CriticInputs:
     """Discrete actions: bootstrap value of a head is max_a Q(s', a)."""
     q_all, h_all = net.apply(params, batch.obs)
-    q_sa = _take_action(q_all, batch.action)
-    h_sa = None if h_all is None else _take_action(h_all, batch.action)
-
-    v_frozen = None
-    if cfg.uses_target_network:
-        v_frozen = jax.lax.stop_gradient(net.q_values(frozen["target"], batch.next_obs).max(axis=-1)[0])
-    v_online = None
-    if needs_online_next(cfg):
-        v_online = net.q_values(params, batch.next_obs).max(axis=-1)
-    v_stale = None
-    if cfg.kind == "itd" and cfg.K > 1:
-        if cfg.uses_stale_copies:
-            v_stale = net.q_values(frozen["stale"], batch.next_obs).max(axis=-1)
-        else:
-            v_stale = v_online
-        v_stale = jax.lax.stop_gradient(v_stale)
+    v_frozen, v_online, v_stale = bootstrap_values(
+        cfg, lambda p: net.q_values(p, batch.next_obs).max(axis=-1), params, frozen
+    )
     return CriticInputs(
-        q_sa=q_sa,
-        h_sa=h_sa,
+        q_sa=_take_action(q_all, batch.action),
+        h_sa=None if h_all is None else _take_action(h_all, batch.action),
         v_next_frozen=v_frozen,
         v_next_online=v_online,
         v_next_stale=v_stale,

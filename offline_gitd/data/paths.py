@@ -6,6 +6,10 @@ directory (``$XDG_CACHE_HOME/offline_gitd`` or ``~/.cache/offline_gitd``). Below
     rlu_atari/raw/{layout}/{Game}/run_{N}-{i:05d}-of-{n:05d}    downloaded GZIP TFRecord shards
     rlu_atari/raw/{layout}/{Game}/run_{N}.lock.json            sizes and sha256 of verified shards
     rlu_atari/cache/{Game}/run_{N}/checkpoint_{i:02d}/          decoded memory-mapped arrays
+    minari/                                                    Minari datasets, only with --data-dir
+
+Minari datasets otherwise stay where the ``minari`` package keeps them (``$MINARI_DATASETS_PATH``,
+default ``~/.minari/datasets``), so datasets fetched or collected here load with plain minari too.
 
 ``layout`` is ``atari_episodes_ordered`` or ``atari`` (the bucket's own folder names), so a mirror
 of the bucket and the raw folder have the same shape.
@@ -14,6 +18,7 @@ of the bucket and the raw folder have the same shape.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 ENV_VAR = "OFFLINE_GITD_DATA"
@@ -42,3 +47,20 @@ def rlu_shard_name(run: int, shard: int, num_shards: int) -> str:
 def rlu_cache_dir(root: Path, game: str, run: int, checkpoint: int) -> Path:
     """Folder of one checkpoint's decoded, memory-mapped arrays."""
     return root / "rlu_atari" / "cache" / game / f"run_{run}" / f"checkpoint_{checkpoint:02d}"
+
+
+def minari_datasets_dir(data_dir: str | os.PathLike[str] | None, env: Mapping[str, str] = os.environ) -> Path:
+    """Where Minari datasets live: ``{data_dir}/minari`` when given, else minari's own root."""
+    if data_dir:
+        return Path(data_dir).expanduser() / "minari"
+    if env.get("MINARI_DATASETS_PATH"):
+        return Path(env["MINARI_DATASETS_PATH"]).expanduser()
+    return Path.home() / ".minari" / "datasets"
+
+
+def use_minari_root(data_dir: str | os.PathLike[str] | None) -> Path:
+    """Point the ``minari`` package at the datasets of ``data_dir`` (a no-op without one)."""
+    root = minari_datasets_dir(data_dir)
+    if data_dir:
+        os.environ["MINARI_DATASETS_PATH"] = str(root)
+    return root

@@ -1,1 +1,6 @@
-"""offline_gitd.leaderboard."""
+"""offline_gitd.leaderboard: result boards of run scores (DESIGN §6).
+
+``schema`` (the result row), ``reference`` (reference scores, known envs), ``normalise`` and
+``stats`` (pure math over a frame of rows), ``submit`` (validated, locked, atomic appends),
+``show`` / ``plot`` / ``html`` (the outputs), ``command`` (the CLI).
+"""

@@ -1,0 +1,313 @@
+"""``offline_gitd fetch`` and ``offline_gitd datasets`` (DESIGN §7).
+
+Both commands live here because both are views of the same registry and data directory: ``fetch``
+fills the directory, ``datasets`` reports on it. Heavy imports (minari, tqdm) stay inside handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from offline_gitd.data.paths import data_root, rlu_cache_dir, rlu_raw_dir
+from offline_gitd.data.registry import (
+    MinariId,
+    RluAtariId,
+    RluRegistry,
+    format_checkpoints,
+    load_rlu_registry,
+    parse_dataset_id,
+)
+
+_DATA_DIR_HELP = "data root (default: $OFFLINE_GITD_DATA, else ~/.cache/offline_gitd)"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``fetch`` and ``datasets`` commands."""
+    fetch = subparsers.add_parser(
+        "fetch",
+        help="download RL Unplugged Atari shards or a Minari dataset",
+        description="Download datasets into the data directory, verified and resumable.",
+    )
+    sources = fetch.add_subparsers(dest="source", metavar="SOURCE", required=True)
+
+    rlu = sources.add_parser(
+        "rlu-atari",
+        help="RL Unplugged Atari shards (GZIP TFRecord) from the public bucket or a mirror",
+        description=(
+            "Download one run's shards with Range resume, size/crc32c/md5 checks against the "
+            "server and a sha256 lock file (run_N.lock.json) beside them."
+        ),
+    )
+    rlu.add_argument("--game", required=True, help="Atari game, e.g. Pong (see: datasets list)")
+    rlu.add_argument("--run", required=True, type=int, help="run 1-5")
+    rlu.add_argument(
+        "--checkpoints",
+        help="episodes layout only: checkpoints (= shards) to fetch, e.g. 0-4,7 (default: all)",
+    )
+    rlu.add_argument(
+        "--layout",
+        default=None,
+        help="episodes (atari_episodes_ordered, default) or transitions (atari)",
+    )
+    rlu.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    rlu.add_argument("--base-url", help="mirror of the bucket (default: the public HTTPS bucket)")
+    rlu.add_argument("--jobs", type=int, default=4, help="parallel downloads (default 4)")
+    rlu.add_argument(
+        "--retries", type=int, default=5, help="attempts without progress per shard (default 5)"
+    )
+    rlu.add_argument(
+        "--retry-delay",
+        type=float,
+        default=1.0,
+        help="first back-off in seconds, doubled per retry up to 60 (default 1)",
+    )
+    rlu.add_argument("--timeout", type=float, default=60.0, help="socket timeout, s (default 60)")
+    rlu.set_defaults(func=_fetch_rlu_atari)
+
+    minari_parser = sources.add_parser(
+        "minari",
+        help="a Minari dataset through minari.download_dataset",
+        description="Download a Minari dataset (e.g. mujoco/halfcheetah/medium-v0).",
+    )
+    minari_parser.add_argument("dataset_id", metavar="ID", help="Minari id, namespace/name-vN")
+    minari_parser.add_argument(
+        "--data-dir",
+        help="store under DATA_DIR/minari (default: $MINARI_DATASETS_PATH, else "
+        "~/.minari/datasets)",
+    )
+    minari_parser.set_defaults(func=_fetch_minari)
+
+    datasets = subparsers.add_parser(
+        "datasets",
+        help="list known and local datasets, or describe one",
+        description="What can be fetched, and what is already in the data directory.",
+    )
+    actions = datasets.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="the registry and local datasets with sizes")
+    listing.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    listing.set_defaults(func=_datasets_list)
+    info = actions.add_parser("info", help="URLs, shards and local status of one dataset id")
+    info.add_argument(
+        "dataset_id", metavar="ID", help="rlu-atari:Game/run[:checkpoints] or minari:ID"
+    )
+    info.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    info.set_defaults(func=_datasets_info)
+
+
+# --------------------------------------------------------------------------- fetch
+
+
+def _fetch_rlu_atari(args: argparse.Namespace) -> int:
+    from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari, summary_lines
+    from offline_gitd.errors import UsageError
+
+    if args.retries < 1 or args.retry_delay < 0 or args.timeout <= 0:
+        raise UsageError("--retries must be >= 1, --retry-delay >= 0 and --timeout > 0")
+    summary = fetch_rlu_atari(
+        load_rlu_registry(),
+        data_root(args.data_dir),
+        game=args.game,
+        run=args.run,
+        checkpoints=args.checkpoints,
+        layout=args.layout,
+        base_url=args.base_url,
+        jobs=args.jobs,
+        policy=RetryPolicy(
+            attempts=args.retries,
+            base_delay=args.retry_delay,
+            max_delay=max(60.0, args.retry_delay),
+            timeout=args.timeout,
+        ),
+    )
+    print("\n".join(summary_lines(summary)))
+    if summary.failed:
+        first = summary.failed[0]
+        raise UsageError(
+            f"{len(summary.failed)} of {len(summary.outcomes)} shard(s) failed, first "
+            f"{first.name}: {first.message}"
+        )
+    return 0
+
+
+def _fetch_minari(args: argparse.Namespace) -> int:
+    from offline_gitd.data.fetch import fetch_minari
+    from offline_gitd.data.paths import minari_datasets_dir
+
+    dataset = parse_dataset_id(f"minari:{args.dataset_id.removeprefix('minari:')}")
+    assert isinstance(dataset, MinariId)
+    datasets_dir = minari_datasets_dir(args.data_dir, os.environ)
+    path, downloaded = fetch_minari(dataset.dataset_id, datasets_dir)
+    print(
+        f"minari dataset {dataset.dataset_id} "
+        f"{'downloaded to' if downloaded else 'already in'} {path}"
+    )
+    if args.data_dir:
+        print(f"load it with MINARI_DATASETS_PATH={datasets_dir}")
+    return 0
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+def _rlu_summary_lines(registry: RluRegistry) -> list[str]:
+    counts = []
+    for layout in registry.layouts.values():
+        per_game = {g: registry.games[g][layout.name] for g in registry.games}
+        values = list(per_game.values())
+        usual = max(set(values), key=values.count)
+        exceptions = "".join(
+            f", {n} for {', '.join(g for g, m in per_game.items() if m == n)}"
+            for n in sorted(set(values) - {usual})
+        )
+        counts.append(f"{layout.alias} ({layout.name}) {usual}{exceptions}")
+    runs = ", ".join(map(str, registry.runs))
+    games = textwrap.fill(
+        ", ".join(registry.games), width=96, initial_indent="    ", subsequent_indent="    "
+    )
+    return [
+        "RL Unplugged Atari  rlu-atari:{Game}/{run}[:{checkpoints}]  e.g. rlu-atari:Pong/1:0-4,7",
+        f"  base {registry.base_url}",
+        f"  runs {runs}; shards per run: {'; '.join(counts)}",
+        f"  {len(registry.games)} games:",
+        games,
+    ]
+
+
+def _local_rlu_lines(registry: RluRegistry, root: Path) -> list[str]:
+    from offline_gitd.data.fetch import format_bytes, scan_local_shards
+
+    lines = []
+    for layout in registry.layouts:
+        for game in registry.games:
+            shards = scan_local_shards(rlu_raw_dir(root, layout, game))
+            for run in sorted({s.run for s in shards}):
+                whole = [s for s in shards if s.run == run and not s.partial]
+                parts = [s for s in shards if s.run == run and s.partial]
+                partial = (
+                    f", {len(parts)} partial ({format_bytes(sum(s.size for s in parts))})"
+                    if parts
+                    else ""
+                )
+                lines.append(
+                    f"  rlu-atari:{game}/{run}  {layout}  "
+                    f"{len(whole)}/{registry.num_shards(game, layout)} shards, "
+                    f"{format_bytes(sum(s.size for s in whole))}{partial}"
+                )
+    return lines or ["  (none)"]
+
+
+def _local_minari(datasets_dir: Path) -> dict[str, dict[str, Any]]:
+    """``minari.list_local_datasets()`` for ``datasets_dir`` ({} when the folder is absent).
+
+    minari creates its root folder as a side effect of listing, hence the existence check.
+    """
+    if not datasets_dir.is_dir():
+        return {}
+    os.environ["MINARI_DATASETS_PATH"] = str(datasets_dir)
+    import minari
+
+    return dict(minari.list_local_datasets())
+
+
+def _datasets_list(args: argparse.Namespace) -> int:
+    from offline_gitd.data.fetch import directory_size, format_bytes
+    from offline_gitd.data.paths import minari_datasets_dir
+
+    registry = load_rlu_registry()
+    root = data_root(args.data_dir)
+    lines = _rlu_summary_lines(registry)
+    lines.append(f"Local RLU shards under {root / 'rlu_atari' / 'raw'}:")
+    lines += _local_rlu_lines(registry, root)
+    datasets_dir = minari_datasets_dir(args.data_dir, os.environ)
+    lines.append(f"Local Minari datasets under {datasets_dir}:  minari:{{id}}")
+    local = _local_minari(datasets_dir)
+    for dataset_id, metadata in local.items():
+        episodes = metadata.get("total_episodes", "?")
+        steps = metadata.get("total_steps", "?")
+        size = format_bytes(directory_size(datasets_dir / dataset_id))
+        lines.append(f"  minari:{dataset_id}  {episodes} episodes, {steps} steps, {size}")
+    if not local:
+        lines.append("  (none)")
+    print("\n".join(lines))
+    return 0
+
+
+def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> list[str]:
+    from offline_gitd.data.fetch import format_bytes, lock_path, read_lock, scan_local_shards
+
+    game, run = dataset.game, dataset.run
+    lines = [f"{dataset}"]
+    for layout in registry.layouts.values():
+        n = registry.num_shards(game, layout.name)
+        directory = rlu_raw_dir(root, layout.name, game)
+        present = [s for s in scan_local_shards(directory) if s.run == run and not s.partial]
+        template = registry.shard_url(game, run, 0, layout.name).replace("00000-of", "{i:05d}-of")
+        lines += [
+            f"  layout {layout.name} ({layout.alias}): {n} shards; {layout.description}",
+            f"    url      {template}",
+            f"    metadata {registry.metadata_url(game, run, 0, layout.name)}  (GCS JSON API)",
+            f"    local    {len(present)}/{n} shards, "
+            f"{format_bytes(sum(s.size for s in present))} in {directory}",
+        ]
+    layout = registry.default_layout
+    directory = rlu_raw_dir(root, layout, game)
+    n = registry.num_shards(game, layout)
+    locked = read_lock(lock_path(directory, run))
+    local = {(s.shard, s.partial): s for s in scan_local_shards(directory) if s.run == run}
+    checkpoints = dataset.checkpoints if dataset.checkpoints is not None else range(n)
+    lines.append(f"  checkpoint -> shard ({layout}, shard i holds checkpoint i):")
+    for checkpoint in checkpoints:
+        name = registry.object_name(game, run, checkpoint, layout).rsplit("/", 1)[-1]
+        if (checkpoint, False) in local:
+            status = format_bytes(local[checkpoint, False].size)
+            status += ", in lock" if name in locked else ", not in lock"
+        elif (checkpoint, True) in local:
+            status = f"partial {format_bytes(local[checkpoint, True].size)}"
+        else:
+            status = "missing"
+        if rlu_cache_dir(root, game, run, checkpoint).exists():
+            status += ", decoded"
+        lines.append(f"    {checkpoint:>3} -> {name}  {status}")
+    spec = (
+        f" --checkpoints {format_checkpoints(dataset.checkpoints)}" if dataset.checkpoints else ""
+    )
+    lines.append(
+        f"  fetch: offline_gitd fetch rlu-atari --game {game} --run {run}{spec}"
+        f"{'' if root == data_root(None) else f' --data-dir {root}'}"
+    )
+    return lines
+
+
+def _minari_info_lines(dataset: MinariId, datasets_dir: Path) -> list[str]:
+    from offline_gitd.data.fetch import directory_size, format_bytes
+
+    metadata = _local_minari(datasets_dir).get(dataset.dataset_id)
+    lines = [f"{dataset}"]
+    if metadata is None:
+        return lines + [
+            f"  not in {datasets_dir}",
+            f"  fetch: offline_gitd fetch minari {dataset.dataset_id}",
+        ]
+    path = datasets_dir / dataset.dataset_id
+    lines.append(f"  local {path}  {format_bytes(directory_size(path))}")
+    for key, value in sorted(metadata.items()):
+        text = str(value)
+        lines.append(f"  {key}: {text if len(text) <= 100 else text[:97] + '...'}")
+    return lines
+
+
+def _datasets_info(args: argparse.Namespace) -> int:
+    from offline_gitd.data.paths import minari_datasets_dir
+
+    registry = load_rlu_registry()
+    dataset = parse_dataset_id(args.dataset_id, registry)
+    if isinstance(dataset, RluAtariId):
+        lines = _rlu_info_lines(registry, data_root(args.data_dir), dataset)
+    else:
+        lines = _minari_info_lines(dataset, minari_datasets_dir(args.data_dir, os.environ))
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,93 @@
+"""Any local Minari dataset as an :class:`~offline_gitd.data.replay.EpisodeStore` (DESIGN §4).
+
+Minari episodes carry T + 1 observations and separate ``terminations`` and ``truncations``
+(REFERENCE.md, "Minari"). Both are kept: the final observation becomes its episode's last row, so
+a truncated episode bootstraps from it and a terminated one does not (its last transition is
+flagged terminal; termination wins when both flags are set). Dict observations are flattened
+with ``gymnasium.spaces.flatten`` (the order the environment's flattening wrappers use), so the
+replay only ever sees float32 vectors; Discrete actions become int32, Box actions float32 vectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from offline_gitd.data.replay import EpisodeStore
+
+
+def flatten_observations(space: gymnasium.Space, observations: Any) -> np.ndarray:
+    """``[T + 1, d]`` float32 vectors from one episode's observations in ``space``'s layout.
+
+    Box observations are reshaped directly; others (Dict, Tuple, Discrete...) go step by step
+    through ``gymnasium.spaces.flatten``, which alone knows every space's flattening order.
+    """
+    if isinstance(space, gymnasium.spaces.Box):
+        array = np.asarray(observations, dtype=np.float32)
+        return array.reshape(len(array), -1)
+    steps = _num_steps(observations)
+    return np.stack(
+        [gymnasium.spaces.flatten(space, _step(observations, t)) for t in range(steps)]
+    ).astype(np.float32)
+
+
+def _num_steps(observations: Any) -> int:
+    """Length of a possibly nested (dict / tuple) batch of per-step arrays."""
+    if isinstance(observations, dict):
+        return _num_steps(next(iter(observations.values())))
+    if isinstance(observations, tuple):
+        return _num_steps(observations[0])
+    return len(observations)
+
+
+def _step(observations: Any, t: int) -> Any:
+    """Step ``t`` of a possibly nested batch, in the nesting gymnasium's spaces expect."""
+    if isinstance(observations, dict):
+        return {key: _step(value, t) for key, value in observations.items()}
+    if isinstance(observations, tuple):
+        return tuple(_step(value, t) for value in observations)
+    return observations[t]
+
+
+def _actions(space: gymnasium.Space, actions: Any) -> np.ndarray:
+    """Discrete actions as int32 [T]; anything else flattened to float32 [T, act_dim]."""
+    if isinstance(space, gymnasium.spaces.Discrete):
+        return np.asarray(actions, dtype=np.int64).reshape(-1).astype(np.int32)
+    if isinstance(space, gymnasium.spaces.Box):
+        array = np.asarray(actions, dtype=np.float32)
+        return array.reshape(len(array), -1)
+    raise TypeError(f"unsupported Minari action space {space}")
+
+
+def minari_store(dataset: Any, episode_indices: Iterable[int] | None = None) -> EpisodeStore:
+    """Load a Minari dataset (an id of a local dataset, or a ``MinariDataset``) into a store.
+
+    ``episode_indices`` restricts it to some episodes (e.g. a fraction for the offline Gym
+    ablation). An episode both terminated and truncated at its last step (the time limit hit
+    on a terminal step) counts as terminated: its true next value is 0, so it must not bootstrap.
+    A termination before the last step raises ``ValueError`` (it would split an episode).
+    """
+    import minari
+
+    if isinstance(dataset, str):
+        dataset = minari.load_dataset(dataset)
+    obs_space, action_space = dataset.observation_space, dataset.action_space
+    store: EpisodeStore | None = None
+    for episode in dataset.iterate_episodes(episode_indices):
+        observations = flatten_observations(obs_space, episode.observations)
+        actions = _actions(action_space, episode.actions)
+        if store is None:
+            store = EpisodeStore(
+                observations.shape[1:],
+                np.float32,
+                actions.shape[1:],
+                actions.dtype,
+                capacity=dataset.total_steps + dataset.total_episodes,
+            )
+        store.add_episode(observations, actions, np.asarray(episode.rewards), episode.terminations)
+    if store is None:
+        raise ValueError("the Minari dataset selection holds no episode")
+    return store

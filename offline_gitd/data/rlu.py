@@ -1,0 +1,149 @@
+"""RL Unplugged Atari episodes (``atari_episodes_ordered`` layout) read straight from shards.
+
+One record of a shard is one whole episode: PNG frames (one 84x84x1 image per step, not
+stacked), actions, unclipped and clipped rewards and discounts, in time order (REFERENCE.md, "RL
+Unplugged Atari"). Step ``t`` holds ``o_t, a_t, r_t, d_t``: the reward and discount of the
+transition that leaves ``o_t``. If the last discount is 0 the episode ended in a terminal state;
+otherwise it was truncated, and its last step has no next observation to bootstrap from.
+
+No TensorFlow: :mod:`offline_gitd.data.tfrecord` reads the records and ``cv2.imdecode`` the
+frames. :func:`iter_tfds_episodes` reads the same data through TFDS when the optional ``tfds``
+extra is installed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from offline_gitd.data.tfrecord import TFRecordError, iter_tfrecords, parse_example
+
+FRAME_SHAPE = (84, 84)
+STEP_FEATURES = ("observations", "actions", "unclipped_rewards", "clipped_rewards", "discounts")
+SCALAR_FEATURES = ("checkpoint_idx", "episode_idx", "episode_return", "clipped_episode_return")
+
+
+@dataclass(frozen=True)
+class RLUEpisode:
+    """One decoded episode; every per-step array has length T (``frames`` is uint8 [T, 84, 84])."""
+
+    checkpoint_idx: int
+    episode_idx: int
+    episode_return: float
+    clipped_episode_return: float
+    frames: np.ndarray
+    actions: np.ndarray
+    unclipped_rewards: np.ndarray
+    clipped_rewards: np.ndarray
+    discounts: np.ndarray
+
+    @property
+    def terminal(self) -> bool:
+        """Ended in a terminal state (last discount 0); otherwise truncated and bootstraps."""
+        return bool(len(self.discounts)) and float(self.discounts[-1]) == 0.0
+
+
+def decode_png_frames(pngs: Sequence[bytes]) -> np.ndarray:
+    """Decode 84x84 grayscale PNGs into ``uint8 [T, 84, 84]``.
+
+    ``cv2.imdecode`` is the fastest decoder measured here (REFERENCE.md, "Dependencies").
+    """
+    frames = np.empty((len(pngs), *FRAME_SHAPE), np.uint8)
+    for t, png in enumerate(pngs):
+        frame = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_GRAYSCALE)
+        if frame is None or frame.shape != FRAME_SHAPE:
+            got = None if frame is None else frame.shape
+            raise ValueError(f"frame {t}: not an 84x84 PNG (decoded shape {got})")
+        frames[t] = frame
+    return frames
+
+
+def iter_rlu_records(path: str | os.PathLike[str]) -> Iterator[dict[str, list[bytes] | np.ndarray]]:
+    """Yield each record of a shard as parsed features, checked for RLU's nine features.
+
+    Raises :class:`TFRecordError` (file and record index) for a record that is not a well-formed
+    episode: a missing feature or per-step lists of different lengths.
+    """
+    for index, record in enumerate(iter_tfrecords(path)):
+        try:
+            features = parse_example(record)
+        except ValueError as error:
+            raise TFRecordError(path, index, str(error)) from error
+        missing = [k for k in (*SCALAR_FEATURES, *STEP_FEATURES) if k not in features]
+        if missing:
+            raise TFRecordError(path, index, f"not an RLU episode: missing features {missing}")
+        lengths = {k: len(features[k]) for k in STEP_FEATURES}
+        if len(set(lengths.values())) != 1:
+            raise TFRecordError(path, index, f"per-step features differ in length: {lengths}")
+        yield features
+
+
+def count_rlu_steps(path: str | os.PathLike[str]) -> int:
+    """Steps in a shard, read without decoding a frame (sizes a fractional decode)."""
+    return sum(len(features["actions"]) for features in iter_rlu_records(path))
+
+
+def iter_rlu_episodes(
+    path: str | os.PathLike[str], max_steps: int | None = None
+) -> Iterator[RLUEpisode]:
+    """Yield a shard's episodes in order with decoded frames; memory holds one episode at a time.
+
+    With ``max_steps`` only the first that many steps are read: the episode that crosses the limit
+    is cut short (its later frames are never decoded) and, its last kept discount being 1, reads
+    as truncated; the offline protocol keeps only the start of each checkpoint, so this saves
+    most of the decoding and disk.
+    """
+    remaining = max_steps
+    for index, features in enumerate(iter_rlu_records(path)):
+        if remaining is not None and remaining <= 0:
+            return
+        steps = len(features["actions"]) if remaining is None else remaining
+        try:
+            frames = decode_png_frames(features["observations"][:steps])  # type: ignore[arg-type]
+        except ValueError as error:
+            raise TFRecordError(path, index, str(error)) from error
+        if remaining is not None:
+            remaining -= len(frames)
+        yield RLUEpisode(
+            checkpoint_idx=int(features["checkpoint_idx"][0]),
+            episode_idx=int(features["episode_idx"][0]),
+            episode_return=float(features["episode_return"][0]),
+            clipped_episode_return=float(features["clipped_episode_return"][0]),
+            frames=frames,
+            actions=np.asarray(features["actions"][:steps], np.int64),
+            unclipped_rewards=np.asarray(features["unclipped_rewards"][:steps], np.float32),
+            clipped_rewards=np.asarray(features["clipped_rewards"][:steps], np.float32),
+            discounts=np.asarray(features["discounts"][:steps], np.float32),
+        )
+
+
+def iter_tfds_episodes(
+    game: str, run: int, checkpoint: int, data_dir: str | os.PathLike[str] | None = None
+) -> Iterator[RLUEpisode]:
+    """Read one checkpoint through TFDS ``rlu_atari_checkpoints_ordered/{game}_run_{run}``.
+
+    Needs the optional ``tfds`` extra (``tensorflow-cpu``, ``tensorflow-datasets``), which is not
+    installed in the development environment: this path is untested there. TFDS stores RLDS
+    episodes with the unclipped reward only, so the clipped rewards are recomputed by clipping.
+    """
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError(
+            "reading through TFDS needs the optional extra: pip install 'offline-gitd[tfds]'"
+        ) from error
+    from offline_gitd.data.rlds import rlu_episode_from_rlds
+
+    dataset = tfds.load(
+        f"rlu_atari_checkpoints_ordered/{game}_run_{run}",
+        split=f"checkpoint_{checkpoint:02d}",
+        data_dir=None if data_dir is None else str(Path(data_dir)),
+        shuffle_files=False,
+    )
+    for episode in tfds.as_numpy(dataset):
+        yield rlu_episode_from_rlds(episode)

@@ -1,0 +1,141 @@
+"""``offline_gitd leaderboard submit|show|plot|html`` (DESIGN §6, §7).
+
+Handlers import pandas, rliable and matplotlib lazily so ``offline_gitd --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.normalise import NORMALISATIONS
+from offline_gitd.leaderboard.show import FORMATS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from offline_gitd.leaderboard.stats import MethodSummary
+
+DEFAULT_BASELINE = "cql:td"
+DEFAULT_REPS = 2000
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by show, plot and html: what to normalise by and how to bootstrap."""
+    parser.add_argument("--board", type=Path, required=True, help="the board CSV")
+    parser.add_argument(
+        "--baseline", default=DEFAULT_BASELINE,
+        help="baseline method, algorithm:critic or a full method key (default %(default)s)",
+    )
+    parser.add_argument(
+        "--normalise", choices=NORMALISATIONS, default="baseline",
+        help="baseline: by the baseline's mean final score per env (the paper); human: Atari "
+        "(x - random) / (human - random); d4rl: 100 (x - min) / (max - min) (default %(default)s)",
+    )
+    parser.add_argument("--reps", type=_positive, default=DEFAULT_REPS,
+                        help="bootstrap replications (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the bootstrap, for reproducible intervals (default 0)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``leaderboard`` and its four subcommands."""
+    parser = subparsers.add_parser(
+        "leaderboard", help="submit run results to a board; summarise, plot and publish it",
+        description="Result boards: IQM of normalised final scores, normalised AUC and "
+        "probability of improvement with 95% stratified bootstrap CIs (rliable). A run's final "
+        "score is its return at its last logged step.",
+    )
+    commands = parser.add_subparsers(dest="leaderboard_command", metavar="SUBCOMMAND",
+                                     required=True)
+
+    submit = commands.add_parser("submit", help="validate RUN_DIR/results.csv and append to a board")
+    submit.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    submit.add_argument("--board", type=Path, required=True, help="board CSV (created if absent)")
+    submit.add_argument("--allow-new-env", action="store_true",
+                        help="accept envs not in the registry of known envs of their suite")
+    submit.set_defaults(func=run_submit)
+
+    show = commands.add_parser("show", help="print the summary table")
+    _add_analysis_options(show)
+    show.add_argument("--format", choices=FORMATS, default="table",
+                      help="output format (default %(default)s)")
+    show.set_defaults(func=run_show)
+
+    plot = commands.add_parser("plot", help="learning curves, AUC bars and a per-env grid (PNG)")
+    _add_analysis_options(plot)
+    plot.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
+    plot.set_defaults(func=run_plot)
+
+    page = commands.add_parser("html", help="a self-contained static page (index.html)")
+    _add_analysis_options(page)
+    page.add_argument("--out", type=Path, required=True, help="directory for index.html")
+    page.set_defaults(func=run_html)
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.submit import submit
+
+    report = submit(args.run_dirs, args.board, args.allow_new_env)
+    for run_dir, count in report.added.items():
+        print(f"added {count} row(s) from {run_dir}")
+    print(f"board: {report.board} ({report.total_rows} rows)")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.show import show
+
+    print(show(args.board, args.baseline, args.normalise, args.format, args.reps, args.seed))
+    print(f"(from board {args.board})", file=sys.stderr)
+    return 0
+
+
+def _analyse(
+    args: argparse.Namespace,
+) -> tuple[pd.DataFrame, list[MethodSummary], str, dict[str, bytes]]:
+    """Scores, summaries, baseline key and figures: the common part of plot and html."""
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"{args.out}: exists and is not a directory")
+    from offline_gitd.leaderboard.plot import render_figures
+    from offline_gitd.leaderboard.show import load_scored
+    from offline_gitd.leaderboard.stats import summarise
+
+    scored, baseline = load_scored(args.board, args.baseline, args.normalise)
+    summaries = summarise(scored, baseline, args.reps, args.seed)
+    figures = render_figures(scored, summaries, baseline, args.normalise, args.reps, args.seed)
+    return scored, summaries, baseline, figures
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.plot import write_figures
+
+    _, _, _, figures = _analyse(args)
+    for path in write_figures(figures, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def run_html(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.html import board_provenance, render_page, write_page
+
+    scored, summaries, baseline, figures = _analyse(args)
+    provenance = board_provenance(args.board, len(scored))
+    path = write_page(render_page(summaries, figures, baseline, args.normalise, provenance),
+                      args.out)
+    print(f"wrote {path}")
+    return 0
+

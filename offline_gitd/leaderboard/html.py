@@ -1,0 +1,145 @@
+"""``leaderboard html``: one self-contained static page for a board.
+
+Everything is inside ``index.html`` (figures as base64 PNG, a few lines of vanilla JavaScript to
+sort the table by a clicked column), so the page can be mailed, attached to a CI run or served
+from any static host without losing a piece. The provenance block (board path, sha256, row count,
+package version, generation time) ties the numbers to the exact board they came from.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from offline_gitd import __version__
+from offline_gitd.leaderboard.show import records
+from offline_gitd.leaderboard.stats import MethodSummary
+
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("method", "Method"),
+    ("iqm", "IQM final"),
+    ("auc", "IQM AUC / baseline"),
+    ("p_improve", "P(improvement)"),
+    ("envs", "Envs"),
+    ("seeds", "Seeds"),
+    ("runs", "Runs"),
+)
+
+SORT_SCRIPT = """
+document.querySelectorAll("#leaderboard th").forEach(function (header, index) {
+  header.addEventListener("click", function () {
+    var body = document.querySelector("#leaderboard tbody");
+    var descending = header.getAttribute("aria-sort") !== "descending";
+    document.querySelectorAll("#leaderboard th").forEach(function (other) {
+      other.removeAttribute("aria-sort");
+    });
+    header.setAttribute("aria-sort", descending ? "descending" : "ascending");
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = a.cells[index].dataset.value, y = b.cells[index].dataset.value;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var order = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return descending ? -order : order;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+  });
+});
+"""
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { padding: 0.35rem 0.8rem; border-bottom: 1px solid #ddd; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+th { cursor: pointer; user-select: none; background: #f4f4f4; }
+th[aria-sort=ascending]::after { content: " \\25B2"; }
+th[aria-sort=descending]::after { content: " \\25BC"; }
+.ci { color: #777; font-size: 0.85em; }
+img { max-width: 100%; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
+dt { font-weight: 600; } dd { margin: 0; font-family: monospace; }
+"""
+
+
+def board_provenance(board: Path, rows: int) -> dict[str, str]:
+    """What identifies the board a page was made from."""
+    return {
+        "board": str(board.resolve()),
+        "sha256": hashlib.sha256(board.read_bytes()).hexdigest(),
+        "rows": str(rows),
+        "package version": f"offline_gitd {__version__}",
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _cell(record: Mapping[str, object], key: str) -> str:
+    value = record[key]
+    if value is None:
+        return '<td data-value="">n/a</td>'
+    if isinstance(value, float):
+        interval = (f' <span class="ci">[{record[key + "_low"]:.3f}, '
+                    f'{record[key + "_high"]:.3f}]</span>')
+        return f'<td data-value="{float(value)!r}">{value:.3f}{interval}</td>'
+    return f'<td data-value="{html.escape(str(value))}">{html.escape(str(value))}</td>'
+
+
+def render_page(
+    summaries: Sequence[MethodSummary], figures: Mapping[str, bytes], baseline: str, how: str,
+    provenance: Mapping[str, str],
+) -> str:
+    """The whole page as one string."""
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
+    body = "\n".join(
+        "<tr>" + "".join(_cell(record, key) for key, _ in COLUMNS) + "</tr>"
+        for record in records(summaries)
+    )
+    images = "\n".join(
+        f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
+        f'{base64.b64encode(content).decode("ascii")}"></figure>'
+        for name, content in figures.items()
+    )
+    facts = "\n".join(
+        f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>"
+        for key, value in provenance.items()
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>offline_gitd leaderboard</title>
+<link rel="icon" href="data:,">
+<style>{STYLE}</style>
+</head>
+<body>
+<h1>offline_gitd leaderboard</h1>
+<p>Scores are {html.escape(how)}-normalised; baseline <code>{html.escape(baseline)}</code>.
+IQM over all runs &times; envs with 95% stratified bootstrap intervals in brackets; a run's final
+score is its return at its last logged step; AUC is the sum of a run's normalised scores over its
+logged steps, IQM'd, divided by the baseline's. Click a column header to sort.</p>
+<table id="leaderboard">
+<thead><tr>{head}</tr></thead>
+<tbody>
+{body}
+</tbody>
+</table>
+{images}
+<h2>Provenance</h2>
+<dl>
+{facts}
+</dl>
+<script>{SORT_SCRIPT}</script>
+</body>
+</html>
+"""
+
+
+def write_page(page: str, out_dir: Path) -> Path:
+    """Write ``index.html`` into ``out_dir`` (created if needed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,123 @@
+"""From board rows to normalised scores: method keys, final scores and the three normalisations.
+
+Pure functions over a pandas frame with one row per (run, step). A *run* is one seed of one
+``run_id`` (a run directory trains all its seeds under one run_id), column ``run``; its *final
+score* is its return at its last logged step, which is what the paper's "mean final score" of
+the baseline refers to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.reference import MINARI_TO_D4RL, atari_scores, d4rl_scores
+from offline_gitd.leaderboard.schema import COLUMNS, ResultRow
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NORMALISATIONS: tuple[str, ...] = ("baseline", "human", "d4rl")
+
+
+def to_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
+    """Rows as a frame (columns as in the schema, ``return`` spelt as on disk), plus ``method``
+    and ``run`` (run_id and seed: one learning curve)."""
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        [[getattr(row, "return_" if name == "return" else name) for name in COLUMNS]
+         for row in rows],
+        columns=list(COLUMNS),
+    )
+    frame["method"] = method_keys(frame)
+    frame["run"] = frame["run_id"] + "/seed=" + frame["seed"].astype(str)
+    return frame
+
+
+def method_keys(frame: pd.DataFrame) -> pd.Series:
+    """``algorithm:critic``, extended with ``:K=..,beta=..`` where that pair has several settings.
+
+    The short key keeps the common board (one setting per critic) readable; the long key appears
+    only when it is needed to tell two settings apart (e.g. an ablation over K or beta).
+    """
+    short = frame["algorithm"] + ":" + frame["critic"]
+    settings = frame.groupby(short)[["K", "beta"]].nunique()
+    ambiguous = set(settings.index[(settings["K"] > 1) | (settings["beta"] > 1)])
+    long = short + ":K=" + frame["K"].astype(str) + ",beta=" + frame["beta"].map("{:g}".format)
+    return long.where(short.isin(ambiguous), short)
+
+
+def resolve_baseline(frame: pd.DataFrame, baseline: str) -> str:
+    """The method key that ``--baseline`` names: a full key, or ``algorithm:critic`` if unique."""
+    methods = sorted(frame["method"].unique())
+    if baseline in methods:
+        return baseline
+    matches = [method for method in methods if method.startswith(baseline + ":")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UsageError(f"baseline {baseline!r} is ambiguous: use one of {', '.join(matches)}")
+    raise UsageError(f"baseline {baseline!r} is not on the board; methods: {', '.join(methods)}")
+
+
+def final_scores(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: the row at the run's last logged step."""
+    last = frame.loc[frame.groupby("run")["step"].idxmax()]
+    return last.reset_index(drop=True)
+
+
+def baseline_denominators(frame: pd.DataFrame, baseline: str) -> pd.Series:
+    """Per env, the baseline's mean final raw return (the paper's normaliser).
+
+    Every env on the board needs one: a score in an env the baseline never ran in has nothing to
+    be compared against, and a zero mean cannot divide.
+    """
+    finals = final_scores(frame[frame["method"] == baseline])
+    means = finals.groupby("env")["return"].mean()
+    missing = sorted(set(frame["env"]) - set(means.index))
+    if missing:
+        raise UsageError(f"baseline {baseline} has no runs in env(s): {', '.join(missing)}")
+    zero = sorted(means.index[means == 0])
+    if zero:
+        raise UsageError(f"baseline {baseline} has mean final return 0 in: {', '.join(zero)}")
+    return means
+
+
+def normalise(frame: pd.DataFrame, how: str, baseline: str) -> pd.DataFrame:
+    """A copy of ``frame`` with a ``score`` column: each return normalised ``how``.
+
+    baseline: return / (baseline's mean final return in that env), the paper's protocol (a
+    negative mean flips the sign; the paper's envs have positive baseline scores).
+    human: (return - random) / (human - random), Atari only (DQN Zoo's table).
+    d4rl: 100 * (return - min) / (max - min), D4RL ids and the Minari ids mapped to them.
+    """
+    scored = frame.copy()
+    if how == "baseline":
+        scored["score"] = scored["return"] / scored["env"].map(baseline_denominators(frame, baseline))
+        return scored
+    if how == "human":
+        table = {
+            env: scores for env, scores in atari_scores().items()
+            if None not in scores
+        }
+        low = scored["env"].map(lambda env: table.get(env, (None, None))[0])
+        high = scored["env"].map(lambda env: table.get(env, (None, None))[1])
+        lacking = (scored["suite"] != "atari") | low.isna()
+        scale = 1.0
+    elif how == "d4rl":
+        table = d4rl_scores()
+        ids = scored["env"].map(lambda env: MINARI_TO_D4RL.get(env, env))
+        low = ids.map(lambda env: table.get(env, (None, None))[0])
+        high = ids.map(lambda env: table.get(env, (None, None))[1])
+        lacking = ~scored["suite"].isin(["minari", "d4rl"]) | low.isna()
+        scale = 100.0
+    else:
+        raise UsageError(f"unknown normalisation {how!r}; choose from {', '.join(NORMALISATIONS)}")
+    if lacking.any():
+        envs = sorted(set(scored.loc[lacking, "env"]))
+        raise UsageError(f"no {how} reference score for env(s): {', '.join(envs)}")
+    low, high = low.astype(float), high.astype(float)
+    scored["score"] = scale * (scored["return"] - low) / (high - low)
+    return scored

@@ -1,0 +1,162 @@
+"""The leaderboard's result row (DESIGN §6) and the CSV files that hold rows.
+
+One row is one evaluation of one run at one training step. Every file that holds rows (a run
+directory's ``results.csv``, a board) is a plain CSV whose header is exactly :data:`COLUMNS`, so a
+board can be read by any tool; parsing goes through :meth:`ResultRow.from_mapping`, so every
+consumer refuses the same malformed values with the same message.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+from offline_gitd.errors import UsageError
+
+COLUMNS: tuple[str, ...] = (
+    "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
+    "run_id", "config_hash", "package_version", "created_at",
+)
+
+
+class SchemaError(UsageError):
+    """A row, or a file of rows, that does not follow the schema; the message names the field."""
+
+
+def _text(name: str, value: str) -> str:
+    if not value.strip():
+        raise SchemaError(f"field '{name}': must not be empty")
+    if value != value.strip():
+        raise SchemaError(f"field '{name}': leading or trailing spaces in {value!r}")
+    return value
+
+
+def _integer(name: str, value: str, minimum: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise SchemaError(f"field '{name}': expected an integer, got {value!r}") from None
+    if number < minimum:
+        raise SchemaError(f"field '{name}': must be >= {minimum}, got {number}")
+    return number
+
+
+def _finite(name: str, value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise SchemaError(f"field '{name}': expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise SchemaError(f"field '{name}': must be finite, got {value!r}")
+    return number
+
+
+def _timestamp(name: str, value: str) -> str:
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        raise SchemaError(f"field '{name}': expected an ISO 8601 time, got {value!r}") from None
+    if stamp.tzinfo is None:
+        raise SchemaError(f"field '{name}': needs a UTC offset (e.g. +00:00), got {value!r}")
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultRow:
+    """One validated result row. ``return`` is a Python keyword, so the attribute is ``return_``."""
+
+    suite: str
+    env: str
+    algorithm: str
+    critic: str
+    K: int
+    beta: float
+    seed: int
+    step: int
+    return_: float
+    run_id: str
+    config_hash: str
+    package_version: str
+    created_at: str
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, object]) -> ResultRow:
+        """Parse a CSV record (strings) or any mapping; raise :class:`SchemaError` naming the field."""
+        missing = [name for name in COLUMNS if name not in mapping]
+        if missing:
+            raise SchemaError(f"missing field(s): {', '.join(missing)}")
+        unknown = sorted(str(name) for name in mapping if name not in COLUMNS)
+        if unknown:
+            raise SchemaError(f"unknown field(s): {', '.join(unknown)}")
+        value = {name: "" if mapping[name] is None else str(mapping[name]) for name in COLUMNS}
+        return cls(
+            suite=_text("suite", value["suite"]),
+            env=_text("env", value["env"]),
+            algorithm=_text("algorithm", value["algorithm"]),
+            critic=_text("critic", value["critic"]),
+            K=_integer("K", value["K"], minimum=1),
+            beta=_finite("beta", value["beta"]),
+            seed=_integer("seed", value["seed"], minimum=0),
+            step=_integer("step", value["step"], minimum=0),
+            return_=_finite("return", value["return"]),
+            run_id=_text("run_id", value["run_id"]),
+            config_hash=_text("config_hash", value["config_hash"]),
+            package_version=_text("package_version", value["package_version"]),
+            created_at=_timestamp("created_at", value["created_at"]),
+        )
+
+    def to_record(self) -> list[str]:
+        """The row as CSV cells in :data:`COLUMNS` order; ``repr`` keeps floats round-trip exact."""
+        return [
+            self.suite, self.env, self.algorithm, self.critic, str(self.K), repr(self.beta),
+            str(self.seed), str(self.step), repr(self.return_), self.run_id, self.config_hash,
+            self.package_version, self.created_at,
+        ]
+
+    @property
+    def run_setting(self) -> tuple[object, ...]:
+        """What one run_id must keep constant over its rows: the method and the env.
+
+        The seed may vary: a run directory trains several seeds at once (``--seeds 0-4``, one
+        vmapped program) and writes one run_id for all of them, so a single run's curve is
+        (run_id, seed).
+        """
+        return (self.suite, self.env, self.algorithm, self.critic, self.K, self.beta)
+
+
+def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
+    """Read and validate every row of a CSV file, with its line number in the file.
+
+    Errors carry ``path:line`` so a user can open the file at the bad row. An absent file is an
+    error here: callers decide whether "no board yet" is allowed.
+    """
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SchemaError(f"{path}: is a directory, expected a CSV file") from None
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            raise SchemaError(f"{path}:1: empty file, expected the header {','.join(COLUMNS)}")
+        if tuple(header) != COLUMNS:
+            raise SchemaError(f"{path}:1: header must be {','.join(COLUMNS)}, got {','.join(header)}")
+        rows: list[tuple[int, ResultRow]] = []
+        start = reader.line_num + 1
+        for record in reader:
+            if len(record) != len(COLUMNS):
+                raise SchemaError(
+                    f"{path}:{start}: expected {len(COLUMNS)} cells, got {len(record)}"
+                )
+            try:
+                rows.append((start, ResultRow.from_mapping(dict(zip(COLUMNS, record)))))
+            except SchemaError as err:
+                raise SchemaError(f"{path}:{start}: {err}") from None
+            start = reader.line_num + 1
+    return rows

@@ -1,0 +1,184 @@
+"""``leaderboard submit``: validate run results and append them to a board, atomically.
+
+How the append is made safe (DESIGN §6):
+
+- **Exclusion**: an exclusive ``fcntl.flock`` on a side file ``<board>.lock`` is held from reading
+  the board to replacing it, so concurrent submitters see each other's rows and cannot both add a
+  duplicate. The lock file is never deleted (deleting it would let two processes lock two files).
+- **Atomicity**: the new board is a temporary file in the same directory holding the old board's
+  bytes, copied verbatim, followed by the new rows; it is fsynced and renamed over the board, and
+  the directory is fsynced. A reader, or a crash at any point, sees the old board or the new one,
+  never a torn last line, which an ``O_APPEND`` write interrupted by a full disk or a kill can
+  leave. Earlier rows are never re-serialised, so they stay byte-identical. The copy costs
+  O(board size) per submit, which is small next to producing the runs.
+- **All or nothing**: every row of every run directory is validated, and checked for duplicates
+  within the input and against the board, before anything is written.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import fcntl
+import io
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.reference import check_env
+from offline_gitd.leaderboard.schema import COLUMNS, ResultRow, SchemaError, read_rows
+
+RESULTS_FILE = "results.csv"
+
+
+@dataclasses.dataclass(frozen=True)
+class Located:
+    """A row and where it came from, so every refusal can name ``file:line``."""
+
+    path: Path
+    line: int
+    row: ResultRow
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmitReport:
+    """What a submit added: rows per run directory, and the board's row count afterwards."""
+
+    board: Path
+    added: dict[Path, int]
+    total_rows: int
+
+
+def duplicate_keys(row: ResultRow) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """The two identities a row must not share with another: (run, step) and (setting, step).
+
+    A run is (run_id, seed) since a run directory holds all its seeds under one run_id; where
+    run_ids are per seed this is the same as (run_id, step).
+    """
+    return (
+        ("run_id", row.run_id, row.seed, row.step),
+        ("setting", row.algorithm, row.critic, row.K, row.beta, row.env, row.seed, row.step,
+         row.config_hash),
+    )
+
+
+def read_run(run_dir: Path, allow_new_env: bool) -> list[Located]:
+    """A run directory's validated rows; unknown suites and envs are refused with their line."""
+    path = run_dir / RESULTS_FILE
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: not a run directory")
+    located = [Located(path, line, row) for line, row in read_rows(path)]
+    if not located:
+        raise SchemaError(f"{path}: no result rows")
+    for item in located:
+        try:
+            check_env(item.row.suite, item.row.env, allow_new_env)
+        except UsageError as err:
+            raise SchemaError(f"{item.where}: {err}") from None
+    return located
+
+
+def check_new_rows(board_rows: Sequence[Located], new_rows: Sequence[Located]) -> None:
+    """Refuse a new row that repeats a board or input row, or a run_id that changes setting.
+
+    A run_id names one run directory (one method and env); reusing it for another would merge
+    curves of different methods on the board.
+    """
+    seen: dict[tuple[object, ...], Located] = {}
+    runs: dict[str, Located] = {}
+    for item in board_rows:
+        for key in duplicate_keys(item.row):
+            seen.setdefault(key, item)
+        runs.setdefault(item.row.run_id, item)
+    for item in new_rows:
+        for key in duplicate_keys(item.row):
+            if key in seen:
+                what = "run_id, seed and step" if key[0] == "run_id" else (
+                    "algorithm, critic, K, beta, env, seed, step and config_hash")
+                raise UsageError(f"{item.where}: duplicate of {seen[key].where} (same {what})")
+            seen[key] = item
+        first = runs.setdefault(item.row.run_id, item)
+        if first.row.run_setting != item.row.run_setting:
+            raise UsageError(
+                f"{item.where}: run_id {item.row.run_id!r} already names another run at "
+                f"{first.where} (its suite, env, algorithm, critic, K or beta differ)"
+            )
+
+
+@contextmanager
+def board_lock(board: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``<board>.lock`` (created if needed) for the block."""
+    lock_path = board.with_name(board.name + ".lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def encode_rows(rows: Sequence[ResultRow], header: bool) -> bytes:
+    """CSV bytes for ``rows`` (``\\n`` line ends), optionally preceded by the header."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if header:
+        writer.writerow(COLUMNS)
+    writer.writerows(row.to_record() for row in rows)
+    return buffer.getvalue().encode("utf-8")
+
+
+def replace_atomically(path: Path, content: bytes) -> None:
+    """Write ``content`` to a temp file beside ``path``, fsync, rename over ``path``, fsync dir."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, mode)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool) -> SubmitReport:
+    """Validate the runs' rows and append them to ``board`` (created with a header if absent)."""
+    if not run_dirs:
+        raise UsageError("no run directories given")
+    if not board.parent.is_dir():
+        raise UsageError(f"{board.parent}: the board's directory does not exist")
+    new_rows: list[Located] = []
+    added: dict[Path, int] = {}
+    for run_dir in run_dirs:
+        rows = read_run(run_dir, allow_new_env)
+        new_rows.extend(rows)
+        added[run_dir] = len(rows)
+    with board_lock(board):
+        exists = board.exists()
+        board_rows = [Located(board, line, row) for line, row in read_rows(board)] if exists else []
+        check_new_rows(board_rows, new_rows)
+        old = board.read_bytes() if exists else b""
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
+        replace_atomically(board, old + encode_rows([item.row for item in new_rows], not exists))
+    return SubmitReport(board=board, added=added, total_rows=len(board_rows) + len(new_rows))

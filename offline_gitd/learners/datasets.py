@@ -1,0 +1,109 @@
+"""Dataset id -> what the offline loop needs (:class:`OfflineData`), wherever the data came from.
+
+``rlu-atari:Game/run[:checkpoints]`` reads the decoded cache (decoding downloaded shards first if
+needed) keeping the first ``fraction`` of each checkpoint, the paper's protocol; evaluation runs
+on the real ROM with the Machado et al. protocol. ``minari:ID`` reads a local Minari dataset,
+keeping its first ``fraction`` of episodes; evaluation runs on ``recover_environment(eval_env=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
+from offline_gitd.data.paths import data_root, rlu_raw_dir, use_minari_root
+from offline_gitd.data.registry import MinariId, RluAtariId, load_rlu_registry, parse_dataset_id
+from offline_gitd.data.replay import Replay
+from offline_gitd.envs.make import describe_spaces, make_env
+from offline_gitd.errors import UsageError
+from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.learners.run import OfflineData
+
+
+def dataset_domain(dataset: str, data_dir: str | None = None) -> str:
+    """The domain whose defaults apply, known before any data is read where the id tells."""
+    parsed = parse_dataset_id(dataset)
+    if isinstance(parsed, RluAtariId):
+        return "atari"
+    spaces = describe_spaces(_minari_env(_load_minari(parsed.dataset_id, data_dir)))
+    return "continuous" if spaces.action_kind == "continuous" else "gym"
+
+
+def open_offline_data(cfg: OfflineConfig) -> OfflineData:
+    """Load the dataset named by the (resolved) config into a replay, with its evaluation env."""
+    parsed = parse_dataset_id(cfg.dataset)
+    if isinstance(parsed, RluAtariId):
+        return _open_rlu(cfg, parsed)
+    return _open_minari(cfg, parsed)
+
+
+def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
+    registry = load_rlu_registry()
+    checkpoints = parsed.checkpoints or tuple(range(registry.num_shards(parsed.game)))
+    raw = rlu_raw_dir(data_root(cfg.data_dir), "atari_episodes_ordered", parsed.game)
+    try:
+        build_rlu_cache(cfg.data_dir, parsed.game, parsed.run, checkpoints, fraction=cfg.fraction)
+    except FileNotFoundError as err:
+        raise UsageError(
+            f"{err}; fetch it first: offline_gitd fetch rlu-atari --game {parsed.game} --run {parsed.run} "
+            f"--checkpoints {','.join(map(str, checkpoints))} (looked in {raw})"
+        ) from None
+    store = load_rlu_store(
+        cfg.data_dir, parsed.game, parsed.run, checkpoints, fraction=cfg.fraction,
+        reward="clipped" if cfg.clip_rewards else "unclipped",
+    )
+    replay = Replay(store, stack=4, n_step=cfg.n_step, gamma=cfg.gamma)
+
+    def make_eval_env(seed: int) -> Any:
+        return make_env(f"atari:{parsed.game}", seed, max_steps=cfg.horizon)
+
+    spaces = describe_spaces(make_eval_env(0))
+    if int(np.max(store.actions)) >= spaces.action_size:
+        raise UsageError(
+            f"{parsed} has action {int(np.max(store.actions))} but {parsed.game}'s minimal action set has "
+            f"{spaces.action_size}: the data and the environment disagree"
+        )
+    return OfflineData("atari", replay, make_eval_env, spaces, "atari", parsed.game, str(parsed))
+
+
+def _load_minari(dataset_id: str, data_dir: str | None = None) -> Any:
+    import minari
+
+    use_minari_root(data_dir)
+    try:
+        return minari.load_dataset(dataset_id)
+    except (FileNotFoundError, ValueError) as err:
+        raise UsageError(
+            f"no local Minari dataset {dataset_id!r} ({str(err).splitlines()[0]}); "
+            f"get it with: offline_gitd fetch minari {dataset_id}  (or make one: offline_gitd collect)"
+        ) from None
+
+
+def _minari_env(dataset: Any, **kwargs: Any) -> Any:
+    try:
+        return dataset.recover_environment(eval_env=True, **kwargs)
+    except Exception as err:  # minari raises plain errors when the env spec cannot be rebuilt
+        raise UsageError(f"cannot rebuild the environment of Minari dataset {dataset.id!r}: {err}") from None
+
+
+def _open_minari(cfg: OfflineConfig, parsed: MinariId) -> OfflineData:
+    from offline_gitd.data.minari_source import minari_store
+
+    dataset = _load_minari(parsed.dataset_id, cfg.data_dir)
+    env_kwargs = {"max_episode_steps": cfg.horizon} if cfg.horizon else {}
+    spaces = describe_spaces(_minari_env(dataset, **env_kwargs))
+    episodes = dataset.episode_indices
+    keep = max(1, math.ceil(cfg.fraction * len(episodes) - 1e-9))
+    store = minari_store(dataset, episodes[:keep])
+    replay = Replay(store, n_step=cfg.n_step, gamma=cfg.gamma)
+
+    def make_eval_env(seed: int) -> Any:
+        env = _minari_env(dataset, **env_kwargs)
+        env.reset(seed=seed)
+        return env
+
+    domain = "continuous" if spaces.action_kind == "continuous" else "gym"
+    return OfflineData(domain, replay, make_eval_env, spaces, "minari", parsed.dataset_id, str(parsed))

@@ -1,0 +1,147 @@
+"""A learner family bundles what the run loop needs from an algorithm: init, step, act.
+
+The run loop (``run.py``) and the online loop drive any family the same way, so the discrete
+(CQL-DQN / DQN) and continuous (CQL-SAC / SAC) families share every line of looping, logging,
+checkpointing and resuming.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from offline_gitd.batch import Batch
+from offline_gitd.critics import CriticConfig, critic_optimizer, make_network
+from offline_gitd.errors import ConfigError
+from offline_gitd.learners.actor import Actor
+from offline_gitd.learners.continuous import ActionBox, Optimizers, init_continuous_state, make_continuous_step
+from offline_gitd.learners.discrete import init_discrete_state, make_discrete_step
+from offline_gitd.networks import MultiHeadNetwork
+
+
+class Family(Protocol):
+    """What a run loop needs. ``init`` and ``step`` are pure and vmapped over seeds by the loop."""
+
+    def init(self, rng: jax.Array) -> Any: ...
+
+    def step(self, state: Any, batch: Batch) -> tuple[Any, dict[str, Any]]: ...
+
+    def act(self, state: Any, obs: jnp.ndarray, rng: jax.Array) -> jnp.ndarray: ...
+
+
+@dataclass(frozen=True)
+class DiscreteFamily:
+    """CQL-DQN (``cql_alpha > 0``) or DQN-style critics on discrete actions."""
+
+    critic: CriticConfig
+    net: MultiHeadNetwork
+    obs_example: np.ndarray
+    lr: float
+    adam_eps: float
+    cql_alpha: float
+
+    @property
+    def optimizer(self):
+        return critic_optimizer(self.critic, self.lr, self.adam_eps)
+
+    def init(self, rng: jax.Array) -> Any:
+        return init_discrete_state(self.critic, self.net, self.optimizer, rng, jnp.asarray(self.obs_example))
+
+    @property
+    def step(self) -> Callable[[Any, Batch], tuple[Any, dict[str, Any]]]:
+        return make_discrete_step(self.critic, self.net, self.optimizer, self.cql_alpha)
+
+    def act(self, state: Any, obs: jnp.ndarray, rng: jax.Array) -> jnp.ndarray:
+        """Greedy in the mean of the online heads (epsilon is applied by the caller)."""
+        return self.net.greedy_action(state.params, obs)
+
+
+def make_discrete_family(
+    critic: CriticConfig,
+    n_actions: int,
+    obs_example: np.ndarray,
+    *,
+    torso: str,
+    mlp_hidden: tuple[int, ...],
+    head_hidden: int,
+    lr: float,
+    adam_eps: float,
+    cql_alpha: float,
+) -> DiscreteFamily:
+    net = make_network(critic, n_actions, torso, mlp_hidden=mlp_hidden, head_hidden=head_hidden)
+    return DiscreteFamily(critic, net, obs_example, lr, adam_eps, cql_alpha)
+
+
+@dataclass(frozen=True)
+class ContinuousFamily:
+    """CQL(H)-SAC (``cql_alpha > 0``) or SAC with the chosen critic on continuous actions.
+
+    The networks work in [-1, 1]^d; ``box`` maps data actions in and the policy's actions out.
+    """
+
+    critic: CriticConfig
+    net: MultiHeadNetwork
+    actor: Actor
+    obs_example: np.ndarray
+    box: ActionBox
+    lr: float
+    adam_eps: float
+    cql_alpha: float
+    num_cql_samples: int
+
+    @property
+    def optimizers(self) -> Optimizers:
+        """One learning rate for critic, actor and temperature (REFERENCE's SAC table has one)."""
+        return Optimizers(
+            critic=critic_optimizer(self.critic, self.lr, self.adam_eps),
+            actor=optax.adam(self.lr, eps=self.adam_eps),
+            temperature=optax.adam(self.lr, eps=self.adam_eps),
+        )
+
+    def init(self, rng: jax.Array) -> Any:
+        return init_continuous_state(
+            self.critic, self.net, self.actor, self.optimizers, rng, jnp.asarray(self.obs_example)
+        )
+
+    @property
+    def step(self) -> Callable[[Any, Batch], tuple[Any, dict[str, Any]]]:
+        return make_continuous_step(
+            self.critic, self.net, self.actor, self.optimizers, self.box, self.cql_alpha, self.num_cql_samples
+        )
+
+    def act(self, state: Any, obs: jnp.ndarray, rng: jax.Array) -> jnp.ndarray:
+        """Evaluation: the policy's deterministic mode tanh(mean), in env units (rng unused)."""
+        return self.box.to_env(self.actor.mode_action(state.actor_params, obs))
+
+    def explore(self, state: Any, obs: jnp.ndarray, rng: jax.Array) -> jnp.ndarray:
+        """Online data collection: a ~ pi(.|s), in env units."""
+        return self.box.to_env(self.actor.sample_action(state.actor_params, obs, rng)[0])
+
+
+def make_continuous_family(
+    critic: CriticConfig,
+    act_dim: int,
+    obs_example: np.ndarray,
+    action_bounds: tuple[np.ndarray, np.ndarray],
+    *,
+    mlp_hidden: tuple[int, ...],
+    lr: float,
+    adam_eps: float,
+    cql_alpha: float,
+    actor_hidden: tuple[int, ...] = (256, 256),
+    num_cql_samples: int = 10,
+) -> ContinuousFamily:
+    """``action_bounds`` = (low, high) of the env's Box, each broadcastable to [act_dim]."""
+    low, high = (np.broadcast_to(np.asarray(b, np.float32), (act_dim,)) for b in action_bounds)
+    if not np.all(np.isfinite(low) & np.isfinite(high) & (high > low)):
+        raise ConfigError(f"continuous actions need finite bounds with high > low, got {low} and {high}")
+    net = make_network(critic, 1, "mlp", continuous=True, mlp_hidden=mlp_hidden)
+    box = ActionBox(tuple(float(x) for x in low), tuple(float(x) for x in high))
+    actor = Actor(act_dim, tuple(actor_hidden))
+    return ContinuousFamily(critic, net, actor, obs_example, box, lr, adam_eps, cql_alpha, num_cql_samples)

@@ -1,0 +1,183 @@
+"""The offline training loop (DESIGN §5): epochs of gradient steps, evaluation after each epoch.
+
+All seeds train in one compiled program: the training state carries a leading seed axis, every
+seed has its own initialisation key and its own sampling stream ``np.random.default_rng([seed,
+epoch])`` — drawn per epoch, so that a resumed run samples exactly what a straight run would have.
+The host reads metrics once per chunk of updates, never per step.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from offline_gitd import __version__
+from offline_gitd.batch import Batch
+from offline_gitd.envs.make import SpaceInfo, evaluate
+from offline_gitd.errors import UsageError
+from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
+from offline_gitd.learners.family import Family
+from offline_gitd.learners.rundir import (
+    METRICS_FILE,
+    RESULT_COLUMNS,
+    RESULTS_FILE,
+    Checkpoints,
+    CsvLog,
+    prepare_run_dir,
+    read_config,
+    result_row,
+)
+
+# Per-sample vectors are for prioritised replay, not for logs.
+_UNLOGGED = ("td_abs",)
+
+
+class TrainingDiverged(UsageError):
+    """A non-finite loss: the run stops, keeping its last good checkpoint."""
+
+
+@dataclass(frozen=True)
+class OfflineData:
+    """What the offline loop needs from a dataset, wherever it came from (DESIGN §1)."""
+
+    domain: str  # atari | gym | continuous: selects the paper's defaults
+    replay: Any  # .sample(batch_size, rng) -> Batch
+    make_eval_env: Callable[[int], Any]  # seed -> gymnasium.Env for evaluation
+    spaces: SpaceInfo
+    suite: str
+    env_name: str
+    description: str
+
+
+def stack_seeds(batches: list[Batch]) -> Batch:
+    """Per-seed batches -> one batch with a leading seed axis."""
+    return Batch(*(np.stack(field) for field in zip(*batches, strict=True)))
+
+
+def _seed_batches(replay: Any, batch_size: int, rngs: list[np.random.Generator], count: int) -> Iterator[Batch]:
+    for _ in range(count):
+        yield stack_seeds([replay.sample(batch_size, rng) for rng in rngs])
+
+
+def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
+    """Per-seed means over the epoch -> flat CSV columns (per-head vectors become name_k, 1-based)."""
+    flat: dict[str, float] = {}
+    for name, value in sorted(aux.items()):
+        value = np.asarray(value)
+        if value.ndim == 0:
+            flat[name] = float(value)
+        else:
+            for k, v in enumerate(value, start=1):
+                flat[f"{name}_{k}"] = float(v)
+    return flat
+
+
+def run_offline(
+    cfg: OfflineConfig, data: OfflineData, family: Family, *, resume: bool = False, progress: bool = True
+) -> Path:
+    """Train ``family`` on ``data`` as ``cfg`` says; returns the run directory."""
+    run_dir = Path(cfg.out)
+    seeds = cfg.seed_list
+    provenance = {
+        "config": cfg.to_dict(),
+        "run_id": uuid.uuid4().hex[:12],
+        "config_hash": cfg.config_hash(),
+        "dataset": data.description,
+        "suite": data.suite,
+        "env": data.env_name,
+        "package_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    prepare_run_dir(run_dir, provenance, resume)
+    provenance = read_config(run_dir)
+
+    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
+    checkpoints = Checkpoints(run_dir)
+    start_epoch = checkpoints.latest() or 0
+    if resume and start_epoch:
+        state = checkpoints.restore(start_epoch, state)
+    metrics_log = CsvLog(run_dir / METRICS_FILE)
+    results_log = CsvLog(run_dir / RESULTS_FILE, RESULT_COLUMNS)
+    for log in (metrics_log, results_log):
+        log.drop_after("step", start_epoch * cfg.steps_per_epoch)
+
+    driver = choose_driver(cfg.driver, cfg.torso)
+    run_chunk = make_chunk_runner(family.step, driver)
+    act = jax.jit(family.act)
+    for epoch in range(start_epoch + 1, cfg.epochs + 1):
+        started = time.perf_counter()
+        rngs = [np.random.default_rng([seed, epoch]) for seed in seeds]
+        sums: dict[str, np.ndarray] = {}
+        done = 0
+        bar = tqdm(total=cfg.steps_per_epoch, desc=f"epoch {epoch}/{cfg.epochs}", unit="step", disable=not progress, leave=False)
+        while done < cfg.steps_per_epoch:
+            count = min(cfg.updates_per_call, cfg.steps_per_epoch - done)
+            batches = _seed_batches(data.replay, cfg.batch_size, rngs, count)
+            if driver == "scan":
+                batches = jax.tree.map(lambda *xs: np.stack(xs), *batches)
+            state, aux = run_chunk(state, batches)
+            loss = np.asarray(aux["loss"])  # [count, seeds]: the one host read per chunk
+            if not np.all(np.isfinite(loss)):
+                step_index, seed_index = np.argwhere(~np.isfinite(loss))[0]
+                kept = checkpoints.latest()
+                where = f"{checkpoints.path(kept)} (epoch {kept})" if kept else "none (no epoch finished)"
+                raise TrainingDiverged(
+                    f"loss became {loss[step_index, seed_index]} at gradient step "
+                    f"{(epoch - 1) * cfg.steps_per_epoch + done + step_index + 1} (seed {seeds[seed_index]}); "
+                    f"last good checkpoint: {where}"
+                )
+            for name, value in aux.items():
+                if name not in _UNLOGGED:
+                    sums[name] = sums.get(name, 0.0) + np.asarray(value).sum(axis=0)
+            done += count
+            bar.update(count)
+            bar.set_postfix(loss=f"{float(loss[-1].mean()):.4g}")
+        bar.close()
+        step = epoch * cfg.steps_per_epoch
+        returns = _evaluate_seeds(cfg, data, family, act, state, seeds, epoch)
+        elapsed = time.perf_counter() - started
+        metric_rows, result_rows = [], []
+        for i, seed in enumerate(seeds):
+            row = {"epoch": epoch, "step": step, "seed": seed, "eval_return": float(np.mean(returns[i])) if len(returns[i]) else float("nan")}
+            row.update(_flatten_metrics({name: total[i] / cfg.steps_per_epoch for name, total in sums.items()}))
+            row["epoch_seconds"] = round(elapsed, 3)
+            metric_rows.append(row)
+            if len(returns[i]):
+                result_rows.append(result_row(provenance, cfg.algo, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))))
+        metrics_log.append(metric_rows)
+        results_log.append(result_rows)
+        checkpoints.save(epoch, state)
+        if progress:
+            mean_return = np.mean([r["eval_return"] for r in metric_rows])
+            print(f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
+                  f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s")
+    return run_dir
+
+
+def _evaluate_seeds(cfg, data, family, act, state, seeds, epoch) -> list[np.ndarray]:
+    if not cfg.eval_episodes:
+        return [np.zeros(0) for _ in seeds]
+    returns = []
+    for i, seed in enumerate(seeds):
+        seed_state = jax.tree.map(lambda x: x[i], state)
+        key = jax.random.PRNGKey(seed)
+
+        def policy(obs: np.ndarray, seed_state=seed_state, key=key) -> np.ndarray:
+            return np.asarray(act(seed_state, jnp.asarray(obs), key))
+
+        eval_seed = int(np.random.SeedSequence([seed, epoch, 1]).generate_state(1)[0])
+        returns.append(
+            evaluate(policy, lambda: data.make_eval_env(eval_seed), cfg.eval_episodes, eval_seed, cfg.eval_epsilon)
+        )
+    return returns

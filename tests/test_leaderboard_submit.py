@@ -1,0 +1,137 @@
+"""``leaderboard submit``: validation, duplicate refusal, untouched boards, concurrent appends."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_leaderboard_synthetic import write_run  # noqa: E402
+
+from offline_gitd.cli import main  # noqa: E402
+from offline_gitd.leaderboard.schema import read_rows  # noqa: E402
+from offline_gitd.leaderboard.submit import submit  # noqa: E402
+
+
+def run(root: Path, name: str, **fields: object) -> Path:
+    """A two-step cql:td Pong run (fields override the defaults)."""
+    spec: dict[str, object] = dict(env="Pong", algorithm="cql", critic="td", seed=0,
+                                   steps=[0, 10], returns=[-21.0, -5.0])
+    spec.update(fields)
+    return write_run(root / name, **spec)
+
+
+def test_submit_creates_board_and_appends_without_touching_earlier_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    board = tmp_path / "board.csv"
+    first = run(tmp_path, "a", seed=0)
+    assert main(["leaderboard", "submit", str(first), "--board", str(board)]) == 0
+    assert f"added 2 row(s) from {first}" in capsys.readouterr().out
+    before = board.read_bytes()
+    second, third = run(tmp_path, "b", seed=1), run(tmp_path, "c", seed=2, env="Breakout")
+    assert main(["leaderboard", "submit", str(second), str(third), "--board", str(board)]) == 0
+    out = capsys.readouterr().out
+    assert f"board: {board} (6 rows)" in out
+    after = board.read_bytes()
+    assert after.startswith(before)
+    assert [row.seed for _, row in read_rows(board)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_duplicates_are_refused_and_the_board_is_left_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    board = tmp_path / "board.csv"
+    original = run(tmp_path, "a")
+    submit([original], board, allow_new_env=False)
+    content = board.read_bytes()
+    cases = {
+        "run_id, seed and step": run(tmp_path, "rerun", returns=[1.0, 2.0]),
+        "algorithm, critic, K, beta, env, seed, step and config_hash": run(
+            tmp_path, "renamed", run_id="another-id"),
+    }
+    for reason, again in cases.items():
+        assert main(["leaderboard", "submit", str(again), "--board", str(board)]) == 2
+        error = capsys.readouterr().err
+        assert f"{again / 'results.csv'}:2: duplicate of {board}:2 (same {reason})" in error
+        assert board.read_bytes() == content
+    twin = run(tmp_path, "twin", seed=5)
+    twin_copy = run(tmp_path, "twin_copy", seed=5)
+    assert main(["leaderboard", "submit", str(twin), str(twin_copy), "--board", str(board)]) == 2
+    assert f"{twin_copy / 'results.csv'}:2: duplicate of {twin / 'results.csv'}:2" in (
+        capsys.readouterr().err)
+    assert board.read_bytes() == content
+    other_env = run(tmp_path, "clash", env="Breakout", seed=4, run_id=read_rows(board)[0][1].run_id)
+    assert main(["leaderboard", "submit", str(other_env), "--board", str(board)]) == 2
+    assert "already names another run" in capsys.readouterr().err
+    assert board.read_bytes() == content
+
+
+def test_one_run_dir_may_hold_several_seeds_under_one_run_id(tmp_path: Path) -> None:
+    """The learners train ``--seeds 0-4`` in one program and write one run_id for them all."""
+    board = tmp_path / "board.csv"
+    results = run(tmp_path, "multi", run_id="abc123") / "results.csv"
+    extra = run(tmp_path, "seed1", run_id="abc123", seed=1) / "results.csv"
+    results.write_text(results.read_text() + "".join(extra.read_text().splitlines(True)[1:]))
+    assert submit([results.parent], board, allow_new_env=False).total_rows == 4
+    assert [(row.seed, row.step) for _, row in read_rows(board)] == [(0, 0), (0, 10), (1, 0), (1, 10)]
+
+
+def test_malformed_input_or_board_is_refused_with_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    board = tmp_path / "board.csv"
+    submit([run(tmp_path, "a")], board, allow_new_env=False)
+    content = board.read_bytes()
+    bad = run(tmp_path, "bad", seed=1, steps=[0, 10, 20], returns=[1.0, 2.0, 3.0])
+    results = bad / "results.csv"
+    results.write_text(results.read_text().replace(",20,3.0,", ",20,inf,"))
+    assert main(["leaderboard", "submit", str(bad), "--board", str(board)]) == 2
+    assert f"{results}:4: field 'return': must be finite" in capsys.readouterr().err
+    unknown = run(tmp_path, "unknown", seed=2, env="pong")
+    assert main(["leaderboard", "submit", str(unknown), "--board", str(board)]) == 2
+    assert "results.csv:2: unknown atari env 'pong'" in capsys.readouterr().err
+    assert board.read_bytes() == content
+
+    board.write_bytes(content + b"atari,Pong,cql,td,1,0.0,-1,5,1.0,x,y,0.1.0,2026-01-01T00:00:00+00:00\n")
+    broken = board.read_bytes()
+    assert main(["leaderboard", "submit", str(run(tmp_path, "c", seed=3)), "--board", str(board)]) == 2
+    assert f"{board}:4: field 'seed': must be >= 0" in capsys.readouterr().err
+    assert board.read_bytes() == broken
+
+
+def test_allow_new_env_admits_an_env_outside_the_registry(tmp_path: Path) -> None:
+    board = tmp_path / "board.csv"
+    report = submit([run(tmp_path, "new", suite="gym", env="MyGrid-v0")], board, allow_new_env=True)
+    assert report.total_rows == 2
+
+
+def _submit_many(board: Path, run_dirs: list[Path]) -> None:
+    """One worker process: submit its runs one call at a time, racing the other workers."""
+    for run_dir in run_dirs:
+        submit([run_dir], board, allow_new_env=False)
+
+
+def test_concurrent_submitters_each_add_all_their_rows(tmp_path: Path) -> None:
+    board = tmp_path / "board.csv"
+    workers, runs_each = 8, 50
+    batches = [
+        [run(tmp_path, f"w{worker}-r{index}", seed=worker * runs_each + index, steps=[7],
+             returns=[float(index)])
+         for index in range(runs_each)]
+        for worker in range(workers)
+    ]
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=_submit_many, args=(board, batch)) for batch in batches]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    assert [process.exitcode for process in processes] == [0] * workers
+    rows = read_rows(board)  # re-validates every line
+    assert len(rows) == workers * runs_each
+    assert sorted(row.seed for _, row in rows) == list(range(workers * runs_each))
+    assert not list(tmp_path.glob(".board.csv.*.tmp"))
