@@ -39,7 +39,8 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, skip: tu
         flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
         default = field.default
         shown = "domain default" if default is None else default
-        help_text = f"{field.metadata.get('help', '')} (default: {shown})"
+        # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
+        help_text = f"{field.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
         if kind is bool:
             parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         else:
