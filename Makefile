@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install chromium demo test test-slow clean
+.PHONY: install chromium demo test test-slow lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,9 @@ test: install chromium
 
 test-slow: install
 	$(BIN)/python -m pytest -m slow
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

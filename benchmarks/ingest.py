@@ -101,10 +101,7 @@ def time_cache_build(root: Path, num_shards: int, jobs: int) -> Timing:
     before, started = os.times(), time.perf_counter()
     caches = build_rlu_cache(root, GAME, 1, range(num_shards), jobs=jobs, progress=False)
     wall, after = time.perf_counter() - started, os.times()
-    cpu = sum(
-        getattr(after, k) - getattr(before, k)
-        for k in ("user", "system", "children_user", "children_system")
-    )
+    cpu = sum(getattr(after, k) - getattr(before, k) for k in ("user", "system", "children_user", "children_system"))
     frames = sum(len(np.load(c / "actions.npy", mmap_mode="r")) for c in caches)
     return Timing(frames, wall, cpu)
 
@@ -125,9 +122,7 @@ def time_tf_data(shards: list[Path]) -> Timing | None:
     def parse(record):
         features = tf.io.parse_single_example(record, spec)
         pngs = tf.sparse.to_dense(features["observations"], default_value=b"")
-        frames = tf.map_fn(
-            lambda png: tf.io.decode_png(png, channels=1), pngs, fn_output_signature=tf.uint8
-        )
+        frames = tf.map_fn(lambda png: tf.io.decode_png(png, channels=1), pngs, fn_output_signature=tf.uint8)
         return frames, tf.sparse.to_dense(features["actions"])
 
     cpu_started, started = time.process_time(), time.perf_counter()
@@ -177,9 +172,7 @@ def main(argv: list[str] | None = None) -> None:
             runs["tf.data"].append(tf_timing)
         print(
             f"round {round_}: "
-            + "; ".join(
-                f"{k} {v[-1].frames / v[-1].wall:,.0f} frames/s" for k, v in runs.items() if v
-            )
+            + "; ".join(f"{k} {v[-1].frames / v[-1].wall:,.0f} frames/s" for k, v in runs.items() if v)
         )
     best = {
         name: (max(t.frames / t.wall for t in timings), max(t.frames / t.cpu for t in timings))
@@ -188,9 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     print(f"best of {args.repeat} rounds, {frames:,} frames, {args.jobs} jobs:")
     for name, (wall_rate, cpu_rate) in best.items():
-        print(
-            f"  {name:18s} {wall_rate:9,.0f} frames/s wall  {cpu_rate:9,.0f} frames per CPU-second"
-        )
+        print(f"  {name:18s} {wall_rate:9,.0f} frames/s wall  {cpu_rate:9,.0f} frames per CPU-second")
     if "tf.data" in best:
         for name in ("ours, read+decode", "ours, ->cache"):
             print(
@@ -215,8 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     for _ in range(200):
         replay.sample(32, rng)
     print(
-        f"replay sample (batch 32, stack 4, 3-step, memmap): "
-        f"{(time.perf_counter() - started) / 200 * 1e3:.2f} ms/batch"
+        f"replay sample (batch 32, stack 4, 3-step, memmap): {(time.perf_counter() - started) / 200 * 1e3:.2f} ms/batch"
     )
 
 

@@ -60,8 +60,15 @@ def make_family(kind: str, torso: str):
     shape, dtype, batch, widths = SETUPS[torso]
     critic = CriticConfig(kind=kind, K=None if kind in ("td", "tdrc") else 5, T=2000)
     return make_discrete_family(
-        critic, N_ACTIONS, np.zeros((1, *shape), dtype), torso=torso, mlp_hidden=widths, head_hidden=512,
-        lr=5e-5, adam_eps=3.125e-4, cql_alpha=0.1,
+        critic,
+        N_ACTIONS,
+        np.zeros((1, *shape), dtype),
+        torso=torso,
+        mlp_hidden=widths,
+        head_hidden=512,
+        lr=5e-5,
+        adam_eps=3.125e-4,
+        cql_alpha=0.1,
     )
 
 
@@ -115,8 +122,10 @@ def main() -> None:
         for kind in critics:
             one = ms_per_step(kind, "mlp", "scan", 1, 200, args.repeats)
             eight = ms_per_step(kind, "mlp", "scan", 8, 200, args.repeats)
-            print(f"{kind:8s} one seed {one:6.2f} ms/step; 8 seeds {eight:6.2f} ms/step -> "
-                  f"throughput {8 * one / eight:4.2f}x sequential")
+            print(
+                f"{kind:8s} one seed {one:6.2f} ms/step; 8 seeds {eight:6.2f} ms/step -> "
+                f"throughput {8 * one / eight:4.2f}x sequential"
+            )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from offline_gitd.errors import UsageError
 COMMAND_MODULES: tuple[str, ...] = (
     "offline_gitd.data.command",
     "offline_gitd.learners.command",
+    "offline_gitd.online.command",
     "offline_gitd.leaderboard.command",
     "offline_gitd.mdps.command",
     "offline_gitd.demo",

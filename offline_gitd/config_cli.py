@@ -42,7 +42,9 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, skip: tu
         # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
         help_text = f"{field.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
         if kind is bool:
-            parser.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+            parser.add_argument(
+                flag, dest=field.name, action=argparse.BooleanOptionalAction, default=default, help=help_text
+            )
         else:
             parser.add_argument(
                 flag, dest=field.name, type=kind, default=default, choices=field.metadata.get("choices"), help=help_text
@@ -74,3 +76,14 @@ def parse_int_range(text: str, name: str) -> list[int]:
     if not values or min(values) < 0 or len(set(values)) != len(values):
         raise ConfigError(f"{name} must list distinct non-negative integers, got {text!r}")
     return values
+
+
+def parse_widths(text: str, name: str) -> tuple[int, ...]:
+    """``"256,256"`` -> (256, 256): the hidden widths of an MLP, each at least 1."""
+    try:
+        sizes = tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise ConfigError(f"{name} must be comma-separated widths like 256,256, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise ConfigError(f"{name} widths must be >= 1, got {text!r}")
+    return sizes

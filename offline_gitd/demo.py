@@ -1,53 +1,140 @@
-"""``offline_gitd demo``: the embedded default run (DESIGN §7), CPU only, well under 3 minutes.
+"""``offline_gitd demo``: the paper's offline Gym experiment end to end, on CPU (DESIGN §7).
 
-For now it runs the paper's Section 5 controlled-MDP experiments at their default settings (star,
-hall, triangle with eps = -1 and +1), writes one JSON and one PNG per MDP into ``--out``, and prints
-the final value error and sum of Bellman errors of every critic.
+1. Collect MountainCar-v0 and LunarLander-v3 datasets with the paper's DQN protocol (REFERENCE,
+   "Data collected by DQN"), recorded by ``minari.DataCollector``; cached in the data root, so a
+   second demo reuses them.
+2. Train CQL with the four critics (td, tdrc, itd, gitd; K = 5, beta = 1 where they apply) on
+   each dataset, all seeds of a critic in one compiled program, evaluating after every epoch.
+3. Submit every run to a fresh leaderboard in the output folder, print it (CQL-normalised IQM,
+   AUC and probability of improvement with 95% bootstrap CIs), draw the figures and the page.
+
+A demo interrupted half-way continues where it stopped when run again with the same ``--out``:
+finished datasets and epochs are kept, unfinished runs resume from their last checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-# --quick divides every MDP's default number of steps by this (a smoke run of a few seconds).
-QUICK_DIVISOR = 10
+ENVS = ("MountainCar-v0", "LunarLander-v3")
+CRITICS = ("td", "tdrc", "itd", "gitd")
+BASELINE = "cql:td"
+
+
+@dataclass(frozen=True)
+class DemoSize:
+    """How much of the paper's protocol the demo runs (the full protocol is benchmarks/gym_offline.py)."""
+
+    collect_steps: int
+    seeds: str
+    epochs: int
+    steps_per_epoch: int
+    eval_episodes: int
+    bootstrap_reps: int
+
+
+FULL = DemoSize(
+    collect_steps=60_000, seeds="0-4", epochs=5, steps_per_epoch=5_000, eval_episodes=10, bootstrap_reps=2000
+)
+QUICK = DemoSize(collect_steps=3_000, seeds="0-2", epochs=2, steps_per_epoch=200, eval_episodes=2, bootstrap_reps=200)
+
+
+def dataset_id(env_id: str, steps: int) -> str:
+    """Minari id of the demo's dataset for ``env_id`` (the step count is part of the name, so the
+    quick and full demos never mistake each other's data for their own)."""
+    name = env_id.split("-")[0].lower()
+    return f"offline_gitd/{name}/dqn-{steps}-v0"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo",
-        help="run the controlled-MDP experiments (star, hall, triangle) and write JSON + PNG",
+        help="the paper's offline Gym experiment end to end: collect, train 4 critics, leaderboard",
         description=(
-            "Run TD, TDRC, i-TD and Gi-TD on the paper's star, hall and triangle (eps -1 and +1) "
-            "MDPs at their default settings; write <mdp>.json and <mdp>.png per MDP into --out."
+            "Collect MountainCar-v0 and LunarLander-v3 datasets with DQN (cached), train CQL with the td, tdrc, "
+            "itd and gitd critics (K = 5, beta = 1), several seeds per critic in one program, then submit to a "
+            "leaderboard in --out, print it and write its figures and HTML page. About 10 minutes on 2 CPU cores; "
+            "--quick runs the same pipeline small, in under 3 minutes."
         ),
     )
-    parser.add_argument("--out", type=Path, default=Path("demo_out"), help="output folder")
+    parser.add_argument("--out", type=Path, default=Path("demo_out"), help="output folder (default: demo_out)")
+    parser.add_argument("--quick", action="store_true", help="the same pipeline at a size that runs in minutes")
     parser.add_argument(
-        "--quick", action="store_true", help=f"1/{QUICK_DIVISOR} of the default steps (smoke run)"
+        "--data-dir",
+        default=None,
+        help="data root for the cached datasets (default $OFFLINE_GITD_DATA or the user cache)",
     )
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     parser.set_defaults(func=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from offline_gitd.mdps import experiment as ex
-    from offline_gitd.mdps.expected_updates import CRITICS
+    import minari
 
-    mdps = [ex.build_mdp("star"), ex.build_mdp("hall")]
-    mdps += [ex.build_mdp("triangle", eps) for eps in (-1.0, 1.0)]
-    rows, written = [], []
-    for mdp in mdps:
-        steps = max(1, mdp.default_steps // QUICK_DIVISOR) if args.quick else mdp.default_steps
-        result = ex.run_experiment(mdp, list(CRITICS), steps=steps, lr=mdp.lr, K=mdp.K)
-        stem = args.out / ex.label(mdp)
-        ex.write_json(result, stem.with_suffix(".json"))
-        ex.plot(result, stem.with_suffix(".png"))
-        rows += ex.summary_rows(result)
-        written += [stem.with_suffix(".json"), stem.with_suffix(".png")]
-    print("final metrics (true value 0):")
-    print(ex.SUMMARY_HEADER)
-    print("\n".join(rows))
-    print("wrote:")
-    print("\n".join(f"  {path}" for path in written))
+    from offline_gitd.data.paths import data_root, use_minari_root
+    from offline_gitd.leaderboard.report import analyse, publish
+    from offline_gitd.leaderboard.show import render
+    from offline_gitd.leaderboard.submit import submit
+    from offline_gitd.learners.config import OfflineConfig
+    from offline_gitd.learners.offline import train
+    from offline_gitd.online.collect import CollectRequest, collect
+
+    size = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    root = data_root(args.data_dir)
+    minari_root = use_minari_root(root)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+
+    def stage(text: str) -> None:
+        print(f"[demo {time.perf_counter() - started:6.0f}s] {text}", flush=True)
+
+    datasets = {}
+    for env_id in ENVS:
+        datasets[env_id] = dataset_id(env_id, size.collect_steps)
+        if datasets[env_id] in minari.list_local_datasets():
+            stage(f"dataset {datasets[env_id]} is cached in {minari_root}")
+            continue
+        stage(f"collecting {size.collect_steps} steps of {env_id} with DQN -> {datasets[env_id]}")
+        collect(
+            CollectRequest(env_id, size.collect_steps, datasets[env_id], policy="dqn", data_dir=str(root)),
+            progress=args.progress,
+        )
+
+    run_dirs = []
+    for env_id in ENVS:
+        for critic in CRITICS:
+            run_dir = out / "runs" / f"{env_id}-{critic}"
+            run_dirs.append(run_dir)
+            cfg = OfflineConfig(
+                dataset=f"minari:{datasets[env_id]}",
+                out=str(run_dir),
+                critic=critic,
+                beta=1.0,
+                seeds=size.seeds,
+                epochs=size.epochs,
+                steps_per_epoch=size.steps_per_epoch,
+                eval_episodes=size.eval_episodes,
+                data_dir=str(root),
+            )
+            resume = (run_dir / "config.json").exists()
+            stage(f"{'resuming' if resume else 'training'} CQL with {critic} on {env_id}, seeds {size.seeds}")
+            train(cfg, resume=resume, progress=args.progress)
+
+    board = out / "leaderboard.csv"
+    board.unlink(missing_ok=True)  # the demo's board holds exactly this demo's runs
+    report = submit(run_dirs, board, allow_new_env=True)
+    stage(f"submitted {sum(report.added.values())} rows to {board}; bootstrapping confidence intervals")
+    analysis = analyse(board, BASELINE, "baseline", size.bootstrap_reps, seed=0)
+    print(render(analysis.summaries, "table", analysis.baseline, "baseline"))
+    figures, page = publish(board, analysis, "baseline", out / "site")
+    stage("done")
+    print(f"datasets:    {minari_root} ({', '.join(datasets.values())})")
+    print(f"runs:        {out / 'runs'}")
+    print(f"leaderboard: {board}")
+    print(f"figures:     {', '.join(str(p) for p in figures)}")
+    print(f"page:        {page}")
     return 0

@@ -39,8 +39,16 @@ ALPHA = 0.3  # entropy temperature in the loss checks (not 1, so that a missing 
 def make_family(kind: str = "td", K: int = 1) -> ContinuousFamily:
     cfg = CriticConfig(kind=kind, K=K, tau=0.005, heads="independent")
     return make_continuous_family(
-        cfg, ACT_DIM, np.zeros((1, OBS_DIM), np.float32), (LOW, HIGH), mlp_hidden=(HIDDEN, HIDDEN), lr=1e-3,
-        adam_eps=1e-8, cql_alpha=1.0 if kind == "gitd" else 0.0, actor_hidden=(HIDDEN, HIDDEN), num_cql_samples=3,
+        cfg,
+        ACT_DIM,
+        np.zeros((1, OBS_DIM), np.float32),
+        (LOW, HIGH),
+        mlp_hidden=(HIDDEN, HIDDEN),
+        lr=1e-3,
+        adam_eps=1e-8,
+        cql_alpha=1.0 if kind == "gitd" else 0.0,
+        actor_hidden=(HIDDEN, HIDDEN),
+        num_cql_samples=3,
     )
 
 
@@ -344,7 +352,15 @@ def test_seeds_vmapped_under_jit_equal_each_seed_alone() -> None:
                 np.testing.assert_allclose(np.asarray(a[i]), np.asarray(b), rtol=1e-5, atol=1e-6)
     assert isinstance(states, ContinuousState) and np.all(np.asarray(states.step) == 2)
     assert set(aux) == {
-        "loss", "actor_loss", "alpha", "entropy", "cql_penalty", "bellman_error", "q_mean", "h_mean", "td_abs"
+        "loss",
+        "actor_loss",
+        "alpha",
+        "entropy",
+        "cql_penalty",
+        "bellman_error",
+        "q_mean",
+        "h_mean",
+        "td_abs",
     }
     assert not np.array_equal(np.asarray(states.rng[0]), np.asarray(states.rng[1]))
 
@@ -366,8 +382,11 @@ def test_learns_a_contextual_reach_task() -> None:
     obs = states((steps, batch_size))
     action = rng.uniform(LOW, HIGH, (steps, batch_size, ACT_DIM)).astype(np.float32)
     batches = Batch(
-        obs=obs, action=action, reward=-np.square(action - target_action(obs)).sum(-1).astype(np.float32),
-        discount=np.full((steps, batch_size), 0.5, np.float32), next_obs=states((steps, batch_size)),
+        obs=obs,
+        action=action,
+        reward=-np.square(action - target_action(obs)).sum(-1).astype(np.float32),
+        discount=np.full((steps, batch_size), 0.5, np.float32),
+        next_obs=states((steps, batch_size)),
         weight=np.ones((steps, batch_size), np.float32),
     )
     state, aux = jax.jit(lambda s, b: jax.lax.scan(family.step, s, b))(initial_state(family, 0), batches)
@@ -377,6 +396,8 @@ def test_learns_a_contextual_reach_task() -> None:
     probe = jnp.asarray(states((64,)))
     good = target_action(np.asarray(probe))
     bad = np.stack([-good[:, 0], 1.0 - good[:, 1]], -1)
-    q = [float(family.net.q_values(ensemble(state.critic_params, 0), probe, family.box.normalise(a)).mean())
-         for a in (jnp.asarray(good), jnp.asarray(bad))]
+    q = [
+        float(family.net.q_values(ensemble(state.critic_params, 0), probe, family.box.normalise(a)).mean())
+        for a in (jnp.asarray(good), jnp.asarray(bad))
+    ]
     assert q[0] > q[1] + 0.5, q

@@ -139,7 +139,9 @@ def test_itd_with_one_head_is_td(heads: str) -> None:
     td_cfg, itd_cfg = CriticConfig(kind="td", heads=heads), CriticConfig(kind="itd", K=1, heads=heads)
     net, params, frozen = random_critic(td_cfg)
     batch = random_batch(4)
-    (td_value, _), td_grad = jax.value_and_grad(critic_loss, argnums=2, has_aux=True)(td_cfg, net, params, frozen, batch)
+    (td_value, _), td_grad = jax.value_and_grad(critic_loss, argnums=2, has_aux=True)(
+        td_cfg, net, params, frozen, batch
+    )
     (itd_value, _), itd_grad = jax.value_and_grad(critic_loss, argnums=2, has_aux=True)(
         itd_cfg, net, params, frozen, batch
     )

@@ -18,11 +18,14 @@ from offline_gitd.critics import (
 )
 from offline_gitd.errors import ConfigError
 from offline_gitd.networks import HEAD_LAYOUTS
-from tests.critic_fixtures import OBS_DIM, random_batch, random_critic
+from tests.critic_fixtures import random_batch, random_critic
 
 
 def _equal(a, b) -> bool:
-    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+    return all(
+        np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
 
 
 def _head(tree, k):
@@ -93,7 +96,9 @@ def test_itd_stale_copies_sync_every_D_steps() -> None:
     # and the loss really bootstraps heads k >= 2 from the stale copy, not the online heads
     batch = random_batch(7)
     loss_stale = critic_loss(cfg, net, params, frozen, batch)[0]
-    loss_synced = critic_loss(cfg, net, params, {**frozen, "stale": {"torso": moved["torso"], "q": moved["q"]}}, batch)[0]
+    loss_synced = critic_loss(cfg, net, params, {**frozen, "stale": {"torso": moved["torso"], "q": moved["q"]}}, batch)[
+        0
+    ]
     assert float(loss_stale) != float(loss_synced)
 
 
@@ -170,5 +175,3 @@ def test_config_defaults_follow_the_paper() -> None:
     assert CriticConfig(kind="gitd").K == 5 and CriticConfig(kind="itd").K == 5
     assert CriticConfig(kind="td").K == 1 and CriticConfig(kind="gitd").beta == 1.0
     assert CriticConfig(kind="gitd").num_h == 4 and CriticConfig(kind="tdrc").num_h == 1
-
-

@@ -40,9 +40,7 @@ def test_pong_spaces_minimal_actions_and_sticky_setting() -> None:
     ]  # fmt: skip
     assert ale.getFloat("repeat_action_probability") == pytest.approx(0.25)
     assert ale.getInt("max_num_frames_per_episode") == 108_000
-    assert make_env("atari:Pong", 0).unwrapped.ale.getFloat("repeat_action_probability") == (
-        pytest.approx(0.25)
-    )
+    assert make_env("atari:Pong", 0).unwrapped.ale.getFloat("repeat_action_probability") == (pytest.approx(0.25))
 
 
 def test_reset_stack_is_zero_padded_first_screen() -> None:
@@ -222,9 +220,7 @@ def test_evaluate_returns_one_deterministic_return_per_episode() -> None:
     np.testing.assert_array_equal(
         returns, evaluate(_cartpole_policy, env_fn, episodes=5, seed=7, epsilon=0.3, num_envs=5)
     )
-    assert not np.array_equal(
-        returns, evaluate(_cartpole_policy, env_fn, episodes=5, seed=8, epsilon=0.3)
-    )
+    assert not np.array_equal(returns, evaluate(_cartpole_policy, env_fn, episodes=5, seed=8, epsilon=0.3))
     with pytest.raises(UsageError, match="epsilon"):
         evaluate(lambda o: np.zeros((len(o), 1)), lambda: make_env("Pendulum-v1", 0), 1, 0)
 

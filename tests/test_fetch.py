@@ -41,8 +41,7 @@ def bucket(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = root / shard_rel("Pong", 1, checkpoint)
         path.parent.mkdir(parents=True, exist_ok=True)
         episodes = [
-            make_synthetic_episode(rng, 40 + 10 * i, checkpoint, 3 * checkpoint + i, i % 2 == 0)
-            for i in range(3)
+            make_synthetic_episode(rng, 40 + 10 * i, checkpoint, 3 * checkpoint + i, i % 2 == 0) for i in range(3)
         ]
         write_rlu_episodes_shard(path, episodes)
     return root
@@ -93,14 +92,10 @@ def test_whole_download_writes_verified_files_and_lock(
 
 def test_base_url_is_honoured(server: RluServer, tmp_path: Path) -> None:
     assert fetch(server, tmp_path, "--checkpoints", "3") == 0
-    assert [r.path for r in server.gets()] == [
-        "/mirror/rl_unplugged/atari_episodes_ordered/Pong/run_1-00003-of-00050"
-    ]
+    assert [r.path for r in server.gets()] == ["/mirror/rl_unplugged/atari_episodes_ordered/Pong/run_1-00003-of-00050"]
 
 
-def test_dropped_connection_is_resumed_with_range(
-    server: RluServer, bucket: Path, tmp_path: Path
-) -> None:
+def test_dropped_connection_is_resumed_with_range(server: RluServer, bucket: Path, tmp_path: Path) -> None:
     path = server.path_of(shard_rel("Pong", 1, 1))
     server.misbehave.drop_once.add(path)
     assert fetch(server, tmp_path) == 0
@@ -112,9 +107,7 @@ def test_dropped_connection_is_resumed_with_range(
     assert (local_dir(tmp_path) / "run_1-00001-of-00050").read_bytes() == expected
 
 
-def test_server_ignoring_range_restarts_from_zero(
-    server: RluServer, bucket: Path, tmp_path: Path
-) -> None:
+def test_server_ignoring_range_restarts_from_zero(server: RluServer, bucket: Path, tmp_path: Path) -> None:
     path = server.path_of(shard_rel("Pong", 1, 0))
     server.misbehave.drop_once.add(path)
     server.misbehave.ignore_range = True
@@ -130,9 +123,7 @@ def test_transient_http_error_is_retried(server: RluServer, tmp_path: Path) -> N
     assert len(server.gets(path)) == 2
 
 
-def test_retries_give_up_with_one_line(
-    server: RluServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_retries_give_up_with_one_line(server: RluServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     server.misbehave.error_once[server.path_of(shard_rel("Pong", 1, 2))] = 503
     assert fetch(server, tmp_path, "--checkpoints", "2", "--retries", "1") == 2
     assert "gave up after 1 attempts: HTTP 503" in error_line(capsys)
@@ -156,18 +147,14 @@ def test_corrupt_body_is_refused_and_deleted(
     assert "crc32c" in line and "md5" in line and "deleted the bad download" in line
 
 
-def test_missing_shard_is_a_one_line_404(
-    server: RluServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_missing_shard_is_a_one_line_404(server: RluServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fetch(server, tmp_path, "--checkpoints", "7") == 2
     line = error_line(capsys)
     assert "HTTP 404" in line and "--base-url" in line and "run_1-00007-of-00050" in line
     assert len(server.gets()) == 1  # a 404 is not retried
 
 
-def test_second_run_downloads_nothing(
-    server: RluServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_second_run_downloads_nothing(server: RluServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fetch(server, tmp_path) == 0
     before = len(server.gets())
     capsys.readouterr()
@@ -199,9 +186,7 @@ def test_bad_request_names_valid_values(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code = main(
-        ["fetch", "rlu-atari", *argv, "--data-dir", str(tmp_path), "--base-url", server.base_url]
-    )
+    code = main(["fetch", "rlu-atari", *argv, "--data-dir", str(tmp_path), "--base-url", server.base_url])
     assert code == 2
     assert expected in error_line(capsys)
     assert server.gets() == []
@@ -237,9 +222,7 @@ def test_local_copy_not_matching_lock_is_downloaded_again(
     assert "did not match run_1.lock.json" in out and "fetched 1 shard(s)" in out
 
 
-def test_partial_file_from_an_earlier_run_is_resumed(
-    server: RluServer, bucket: Path, tmp_path: Path
-) -> None:
+def test_partial_file_from_an_earlier_run_is_resumed(server: RluServer, bucket: Path, tmp_path: Path) -> None:
     expected = (bucket / shard_rel("Pong", 1, 0)).read_bytes()
     directory = local_dir(tmp_path)
     directory.mkdir(parents=True)

@@ -81,7 +81,5 @@ def test_synthetic_episode_shape_and_distinct_frames() -> None:
     assert episode["observations"].dtype == np.uint8
     assert len({frame.tobytes() for frame in episode["observations"]}) == 300
     assert episode["actions"].dtype == np.int64 and episode["discounts"].dtype == np.float32
-    np.testing.assert_array_equal(
-        episode["clipped_rewards"], np.clip(episode["unclipped_rewards"], -1, 1)
-    )
+    np.testing.assert_array_equal(episode["clipped_rewards"], np.clip(episode["unclipped_rewards"], -1, 1))
     assert episode["clipped_episode_return"] == pytest.approx(episode["clipped_rewards"].sum())

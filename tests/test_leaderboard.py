@@ -42,13 +42,13 @@ RLU_GAMES = (
 
 def row(**overrides: object) -> ResultRow:
     """A valid Pong row of cql:td with some fields changed (``value`` is the return)."""
-    fields: dict[str, object] = dict(env="Pong", algorithm="cql", critic="td", seed=0, step=0,
-                                     value=1.0)
+    fields: dict[str, object] = dict(env="Pong", algorithm="cql", critic="td", seed=0, step=0, value=1.0)
     fields.update(overrides)
     return ResultRow.from_mapping(result_record(**fields))
 
 
 # --- schema -------------------------------------------------------------------------------------
+
 
 def test_row_parses_and_round_trips_exactly() -> None:
     parsed = row(value=0.1, beta=1e-2)
@@ -103,6 +103,7 @@ def test_read_rows_reports_file_and_line(tmp_path: Path) -> None:
 
 # --- reference data and registry -----------------------------------------------------------------
 
+
 def test_atari_table_transcribes_dqn_zoo() -> None:
     table = atari_scores()
     assert len(table) == 59
@@ -137,11 +138,16 @@ def test_registry_refuses_unknown_envs_unless_allowed() -> None:
 
 # --- normalisations --------------------------------------------------------------------------------
 
+
 def test_human_and_d4rl_normalisations() -> None:
     frame = to_frame([row(value=-20.7), row(value=14.6, step=1), row(value=-3.05, step=2)])
     assert normalise(frame, "human", "cql:td")["score"].tolist() == pytest.approx([0.0, 1.0, 0.5])
-    d4rl = to_frame([row(suite="minari", env="mujoco/hopper/medium-v0", value=value, step=step)
-                     for step, value in enumerate([-20.272305, 3234.3, 1607.0139975])])
+    d4rl = to_frame(
+        [
+            row(suite="minari", env="mujoco/hopper/medium-v0", value=value, step=step)
+            for step, value in enumerate([-20.272305, 3234.3, 1607.0139975])
+        ]
+    )
     assert normalise(d4rl, "d4rl", "cql:td")["score"].tolist() == pytest.approx([0, 100, 50])
     with pytest.raises(UsageError, match="no d4rl reference score for env\\(s\\): Pong"):
         normalise(frame, "d4rl", "cql:td")
@@ -152,8 +158,10 @@ def test_human_and_d4rl_normalisations() -> None:
 
 def test_baseline_normalisation_divides_by_baseline_mean_final_score() -> None:
     rows = [
-        row(seed=0, step=0, value=1.0), row(seed=0, step=5, value=3.0),  # final 3
-        row(seed=1, step=0, value=2.0), row(seed=1, step=5, value=5.0),  # final 5 -> mean 4
+        row(seed=0, step=0, value=1.0),
+        row(seed=0, step=5, value=3.0),  # final 3
+        row(seed=1, step=0, value=2.0),
+        row(seed=1, step=5, value=5.0),  # final 5 -> mean 4
         row(critic="gitd", K=5, beta=1.0, seed=0, step=5, value=6.0),
     ]
     scored = normalise(to_frame(rows), "baseline", "cql:td")
@@ -163,11 +171,26 @@ def test_baseline_normalisation_divides_by_baseline_mean_final_score() -> None:
         normalise(only_other_env, "baseline", "cql:td")
 
 
+def test_baseline_normalisation_keeps_order_when_the_baseline_is_negative() -> None:
+    """MountainCar-like returns: baseline mean final -200; a better method (-150) must score above
+    the baseline's 1 and a worse one (-300) below it, on the same relative scale."""
+    rows = [
+        row(env="MountainCar-v0", suite="gym", seed=0, step=5, value=-200.0),
+        row(env="MountainCar-v0", suite="gym", critic="gitd", K=5, beta=1.0, seed=0, step=5, value=-150.0),
+        row(env="MountainCar-v0", suite="gym", critic="itd", K=5, beta=1.0, seed=0, step=5, value=-300.0),
+    ]
+    scored = normalise(to_frame(rows), "baseline", "cql:td")
+    assert scored["score"].tolist() == pytest.approx([1.0, 1.25, 0.5])
+
+
 def test_method_key_shows_K_and_beta_only_when_they_vary() -> None:
-    frame = to_frame([
-        row(critic="gitd", K=5, beta=1.0, seed=0), row(critic="gitd", K=50, beta=1.0, seed=1),
-        row(critic="itd", K=5, seed=2),
-    ])
+    frame = to_frame(
+        [
+            row(critic="gitd", K=5, beta=1.0, seed=0),
+            row(critic="gitd", K=50, beta=1.0, seed=1),
+            row(critic="itd", K=5, seed=2),
+        ]
+    )
     assert frame["method"].tolist() == ["cql:gitd:K=5,beta=1", "cql:gitd:K=50,beta=1", "cql:itd"]
     assert resolve_baseline(frame, "cql:itd") == "cql:itd"
     with pytest.raises(UsageError, match="ambiguous"):
@@ -177,6 +200,7 @@ def test_method_key_shows_K_and_beta_only_when_they_vary() -> None:
 
 
 # --- statistics ----------------------------------------------------------------------------------
+
 
 def hand_computed_board() -> list[ResultRow]:
     """Two envs; in each the baseline's 4 runs end at 2 (Pong) / 20 (Breakout), mean = final.
@@ -188,12 +212,15 @@ def hand_computed_board() -> list[ResultRow]:
     rows = []
     for env, scale in (("Pong", 1.0), ("Breakout", 10.0)):
         for seed in range(4):
-            rows += [row(env=env, seed=seed, step=step, value=value * scale)
-                     for step, value in zip((0, 10, 20), (0.0, 1.0, 2.0))]
+            rows += [
+                row(env=env, seed=seed, step=step, value=value * scale)
+                for step, value in zip((0, 10, 20), (0.0, 1.0, 2.0))
+            ]
         for seed, final in enumerate((2, 4, 6, 8, 10, 12, 14, 100)):
-            rows += [row(env=env, critic="gitd", K=5, beta=1.0, seed=seed, step=step,
-                         value=value * scale)
-                     for step, value in zip((0, 10, 20), (0.0, 2.0, float(final)))]
+            rows += [
+                row(env=env, critic="gitd", K=5, beta=1.0, seed=seed, step=step, value=value * scale)
+                for step, value in zip((0, 10, 20), (0.0, 2.0, float(final)))
+            ]
     return rows
 
 
@@ -224,8 +251,7 @@ def test_bootstrap_is_reproducible_with_its_seed() -> None:
 
 
 def test_unequal_runs_per_env_are_refused() -> None:
-    rows = [r for r in hand_computed_board() if not (r.critic == "gitd" and r.env == "Pong"
-                                                    and r.seed == 7)]
+    rows = [r for r in hand_computed_board() if not (r.critic == "gitd" and r.env == "Pong" and r.seed == 7)]
     scored = normalise(to_frame(rows), "baseline", "cql:td")
     with pytest.raises(UsageError, match="unequal numbers of runs per env"):
         summarise(scored, "cql:td", reps=10, seed=0)

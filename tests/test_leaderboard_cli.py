@@ -29,11 +29,21 @@ def board(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for env, scale in (("Pong", 10.0), ("Breakout", 100.0)):
             for seed in range(3):
                 returns = [scale * gain * (step + 1) / 8 * (1 + 0.05 * seed) for step in range(8)]
-                runs.append(str(write_run(
-                    root / f"{critic}-{env}-{seed}", env=env, algorithm=algorithm, critic=critic,
-                    seed=seed, steps=[1000 * step for step in range(8)], returns=returns, K=K,
-                    beta=beta,
-                )))
+                runs.append(
+                    str(
+                        write_run(
+                            root / f"{critic}-{env}-{seed}",
+                            env=env,
+                            algorithm=algorithm,
+                            critic=critic,
+                            seed=seed,
+                            steps=[1000 * step for step in range(8)],
+                            returns=returns,
+                            K=K,
+                            beta=beta,
+                        )
+                    )
+                )
     path = root / "board.csv"
     assert main(["leaderboard", "submit", *runs, "--board", str(path)]) == 0
     return path
@@ -46,7 +56,8 @@ def show(board: Path, capsys: pytest.CaptureFixture[str], *options: str) -> str:
 
 
 def test_show_json_ranks_methods_with_bracketing_intervals(
-    board: Path, capsys: pytest.CaptureFixture[str],
+    board: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     report = json.loads(show(board, capsys, "--format", "json"))
     assert (report["baseline"], report["normalisation"]) == ("cql:td", "baseline")
@@ -63,7 +74,8 @@ def test_show_json_ranks_methods_with_bracketing_intervals(
 
 
 def test_show_csv_markdown_table_and_human_normalisation(
-    board: Path, capsys: pytest.CaptureFixture[str],
+    board: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     rows = list(csv.DictReader(io.StringIO(show(board, capsys, "--format", "csv"))))
     assert tuple(rows[0]) == HEADER and len(rows) == 3
@@ -79,11 +91,12 @@ def test_show_refuses_an_absent_baseline(board: Path, capsys: pytest.CaptureFixt
 
 
 def test_plot_writes_both_figures(
-    board: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    board: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "figures"
-    assert main(["leaderboard", "plot", "--board", str(board), "--out", str(out),
-                 "--reps", "50"]) == 0
+    assert main(["leaderboard", "plot", "--board", str(board), "--out", str(out), "--reps", "50"]) == 0
     printed = capsys.readouterr().out
     for name in ("aggregate.png", "per_env.png"):
         assert f"wrote {out / name}" in printed
@@ -95,6 +108,5 @@ def test_leaderboard_help_imports_no_heavy_library() -> None:
         "import sys; import offline_gitd.leaderboard.command; "
         "print(sorted({'pandas', 'matplotlib', 'rliable'} & set(sys.modules)))"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

@@ -43,12 +43,26 @@ class Browser:
             os.dup2(from_browser_write, 4)
 
         self.process = subprocess.Popen(
-            [executable, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-             "--no-first-run", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}",
-             "--remote-debugging-pipe", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=wire_pipes, pass_fds=(3, 4),  # kept open after preexec_fn wires them
+            [
+                executable,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-dev-shm-usage",
+                f"--user-data-dir={profile}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=wire_pipes,
+            pass_fds=(3, 4),  # kept open after preexec_fn wires them
         )
         os.close(to_browser_read)
         os.close(from_browser_write)
@@ -105,8 +119,7 @@ class Browser:
             ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
         )
         for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent",
-                      {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+            self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
 
     def close(self) -> None:
         self.process.kill()
@@ -125,9 +138,7 @@ def browser() -> Iterator[Browser]:
         driver = Browser(CHROMIUM, Path(profile))
         try:
             target = driver.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-            driver.session = driver.send(
-                "Target.attachToTarget", {"targetId": target, "flatten": True}
-            )["sessionId"]
+            driver.session = driver.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Page", "Runtime", "Log"):
                 driver.send(f"{domain}.enable")
             yield driver
@@ -142,8 +153,7 @@ def console_errors(events: list[dict[str, Any]]) -> list[Any]:
         params = event.get("params", {})
         if event.get("method") == "Runtime.exceptionThrown":
             errors.append(params["exceptionDetails"])
-        elif event.get("method") == "Runtime.consoleAPICalled" and params["type"] in ("error",
-                                                                                      "assert"):
+        elif event.get("method") == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
             errors.append(params["args"])
         elif event.get("method") == "Log.entryAdded" and params["entry"]["level"] == "error":
             errors.append(params["entry"])
@@ -151,21 +161,29 @@ def console_errors(events: list[dict[str, Any]]) -> list[Any]:
 
 
 def test_page_loads_cleanly_and_sorts_by_clicked_column(tmp_path: Path, browser: Browser) -> None:
-    finals = {("cql", "td", 1, 0.0): 10.0, ("cql", "itd", 5, 0.0): 30.0,
-              ("cql", "gitd", 5, 1.0): 20.0}
+    finals = {("cql", "td", 1, 0.0): 10.0, ("cql", "itd", 5, 0.0): 30.0, ("cql", "gitd", 5, 1.0): 20.0}
     runs = []
     for (algorithm, critic, K, beta), final in finals.items():
         for seed in range(3):
-            runs.append(str(write_run(
-                tmp_path / f"{critic}-{seed}", env="Pong", algorithm=algorithm, critic=critic,
-                seed=seed, steps=[0, 10, 20], returns=[0.0, final / 2, final + seed], K=K,
-                beta=beta,
-            )))
+            runs.append(
+                str(
+                    write_run(
+                        tmp_path / f"{critic}-{seed}",
+                        env="Pong",
+                        algorithm=algorithm,
+                        critic=critic,
+                        seed=seed,
+                        steps=[0, 10, 20],
+                        returns=[0.0, final / 2, final + seed],
+                        K=K,
+                        beta=beta,
+                    )
+                )
+            )
     board = tmp_path / "board.csv"
     assert main(["leaderboard", "submit", *runs, "--board", str(board)]) == 0
     site = tmp_path / "site"
-    assert main(["leaderboard", "html", "--board", str(board), "--out", str(site),
-                 "--reps", "50"]) == 0
+    assert main(["leaderboard", "html", "--board", str(board), "--out", str(site), "--reps", "50"]) == 0
 
     browser.send("Page.navigate", {"url": (site / "index.html").as_uri()})
     browser.wait_for("Page.loadEventFired")

@@ -18,14 +18,16 @@ from offline_gitd.leaderboard.submit import submit  # noqa: E402
 
 def run(root: Path, name: str, **fields: object) -> Path:
     """A two-step cql:td Pong run (fields override the defaults)."""
-    spec: dict[str, object] = dict(env="Pong", algorithm="cql", critic="td", seed=0,
-                                   steps=[0, 10], returns=[-21.0, -5.0])
+    spec: dict[str, object] = dict(
+        env="Pong", algorithm="cql", critic="td", seed=0, steps=[0, 10], returns=[-21.0, -5.0]
+    )
     spec.update(fields)
     return write_run(root / name, **spec)
 
 
 def test_submit_creates_board_and_appends_without_touching_earlier_rows(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     board = tmp_path / "board.csv"
     first = run(tmp_path, "a", seed=0)
@@ -42,7 +44,8 @@ def test_submit_creates_board_and_appends_without_touching_earlier_rows(
 
 
 def test_duplicates_are_refused_and_the_board_is_left_as_it_was(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     board = tmp_path / "board.csv"
     original = run(tmp_path, "a")
@@ -50,8 +53,7 @@ def test_duplicates_are_refused_and_the_board_is_left_as_it_was(
     content = board.read_bytes()
     cases = {
         "run_id, seed and step": run(tmp_path, "rerun", returns=[1.0, 2.0]),
-        "algorithm, critic, K, beta, env, seed, step and config_hash": run(
-            tmp_path, "renamed", run_id="another-id"),
+        "algorithm, critic, K, beta, env, seed, step and config_hash": run(tmp_path, "renamed", run_id="another-id"),
     }
     for reason, again in cases.items():
         assert main(["leaderboard", "submit", str(again), "--board", str(board)]) == 2
@@ -61,8 +63,7 @@ def test_duplicates_are_refused_and_the_board_is_left_as_it_was(
     twin = run(tmp_path, "twin", seed=5)
     twin_copy = run(tmp_path, "twin_copy", seed=5)
     assert main(["leaderboard", "submit", str(twin), str(twin_copy), "--board", str(board)]) == 2
-    assert f"{twin_copy / 'results.csv'}:2: duplicate of {twin / 'results.csv'}:2" in (
-        capsys.readouterr().err)
+    assert f"{twin_copy / 'results.csv'}:2: duplicate of {twin / 'results.csv'}:2" in (capsys.readouterr().err)
     assert board.read_bytes() == content
     other_env = run(tmp_path, "clash", env="Breakout", seed=4, run_id=read_rows(board)[0][1].run_id)
     assert main(["leaderboard", "submit", str(other_env), "--board", str(board)]) == 2
@@ -81,7 +82,8 @@ def test_one_run_dir_may_hold_several_seeds_under_one_run_id(tmp_path: Path) -> 
 
 
 def test_malformed_input_or_board_is_refused_with_file_and_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     board = tmp_path / "board.csv"
     submit([run(tmp_path, "a")], board, allow_new_env=False)
@@ -119,9 +121,10 @@ def test_concurrent_submitters_each_add_all_their_rows(tmp_path: Path) -> None:
     board = tmp_path / "board.csv"
     workers, runs_each = 8, 50
     batches = [
-        [run(tmp_path, f"w{worker}-r{index}", seed=worker * runs_each + index, steps=[7],
-             returns=[float(index)])
-         for index in range(runs_each)]
+        [
+            run(tmp_path, f"w{worker}-r{index}", seed=worker * runs_each + index, steps=[7], returns=[float(index)])
+            for index in range(runs_each)
+        ]
         for worker in range(workers)
     ]
     context = multiprocessing.get_context("fork")

@@ -17,22 +17,48 @@ CREATED_AT = "2026-01-01T00:00:00+00:00"
 
 
 def result_record(
-    *, env: str, algorithm: str, critic: str, seed: int, step: int, value: float,
-    suite: str = "atari", K: int = 1, beta: float = 0.0, run_id: str | None = None,
-    config_hash: str = "cfg0", created_at: str = CREATED_AT,
+    *,
+    env: str,
+    algorithm: str,
+    critic: str,
+    seed: int,
+    step: int,
+    value: float,
+    suite: str = "atari",
+    K: int = 1,
+    beta: float = 0.0,
+    run_id: str | None = None,
+    config_hash: str = "cfg0",
+    created_at: str = CREATED_AT,
 ) -> dict[str, object]:
     """One row of the schema; the run_id defaults to one derived from the method, env and seed."""
     return {
-        "suite": suite, "env": env, "algorithm": algorithm, "critic": critic, "K": K,
-        "beta": beta, "seed": seed, "step": step, "return": value,
+        "suite": suite,
+        "env": env,
+        "algorithm": algorithm,
+        "critic": critic,
+        "K": K,
+        "beta": beta,
+        "seed": seed,
+        "step": step,
+        "return": value,
         "run_id": run_id or f"{algorithm}-{critic}-K{K}-b{beta}-{env}-s{seed}",
-        "config_hash": config_hash, "package_version": "0.1.0", "created_at": created_at,
+        "config_hash": config_hash,
+        "package_version": "0.1.0",
+        "created_at": created_at,
     }
 
 
 def write_run(
-    run_dir: Path, *, env: str, algorithm: str, critic: str, seed: int,
-    steps: Sequence[int], returns: Sequence[float], **fields: object,
+    run_dir: Path,
+    *,
+    env: str,
+    algorithm: str,
+    critic: str,
+    seed: int,
+    steps: Sequence[int],
+    returns: Sequence[float],
+    **fields: object,
 ) -> Path:
     """A run directory whose results.csv holds one row per (step, return)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -40,16 +66,24 @@ def write_run(
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         for step, value in zip(steps, returns, strict=True):
-            writer.writerow(result_record(
-                env=env, algorithm=algorithm, critic=critic, seed=seed, step=step, value=value,
-                **fields,
-            ))
+            writer.writerow(
+                result_record(
+                    env=env,
+                    algorithm=algorithm,
+                    critic=critic,
+                    seed=seed,
+                    step=step,
+                    value=value,
+                    **fields,
+                )
+            )
     return run_dir
 
 
 def test_synthetic_run_reads_back_as_valid_rows(tmp_path: Path) -> None:
-    run = write_run(tmp_path / "run", env="Pong", algorithm="cql", critic="td", seed=3,
-                    steps=[0, 10], returns=[-21.0, 5.5])
+    run = write_run(
+        tmp_path / "run", env="Pong", algorithm="cql", critic="td", seed=3, steps=[0, 10], returns=[-21.0, 5.5]
+    )
     rows = read_rows(run / "results.csv")
     assert [line for line, _ in rows] == [2, 3]
     assert [(row.seed, row.step, row.return_) for _, row in rows] == [(3, 0, -21.0), (3, 10, 5.5)]

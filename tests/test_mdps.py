@@ -19,12 +19,8 @@ from offline_gitd.mdps import processes
 from offline_gitd.mdps.expected_updates import CRITICS, History, loss_fn, run
 
 
-
 def run_defaults(mdp: processes.ControlledMDP) -> dict[str, History]:
-    return {
-        critic: run(mdp, critic, steps=mdp.default_steps, lr=mdp.lr, K=mdp.K, log_every=10)
-        for critic in CRITICS
-    }
+    return {critic: run(mdp, critic, steps=mdp.default_steps, lr=mdp.lr, K=mdp.K, log_every=10) for critic in CRITICS}
 
 
 @pytest.fixture(scope="module")
@@ -268,11 +264,3 @@ def test_mdp_command_bad_input_exits_2(argv, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("offline_gitd: error: ") and err.count("\n") == 1
-
-
-def test_demo_quick_writes_every_mdp(tmp_path, capsys) -> None:
-    assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0
-    names = sorted(p.name for p in tmp_path.iterdir())
-    stems = ["hall", "star", "triangle_eps+1", "triangle_eps-1"]
-    assert names == sorted([f"{s}.json" for s in stems] + [f"{s}.png" for s in stems])
-    assert "gitd" in capsys.readouterr().out

@@ -104,8 +104,6 @@ def test_dict_observations_are_flattened():
     assert store.num_episodes == len(subset)
     first = next(dataset.iterate_episodes([0]))
     step_1 = {key: values[1] for key, values in first.observations.items()}
-    np.testing.assert_array_equal(
-        store.obs[1], gym.spaces.flatten(dataset.observation_space, step_1)
-    )
+    np.testing.assert_array_equal(store.obs[1], gym.spaces.flatten(dataset.observation_space, step_1))
     assert store.obs.shape[1] == 2 + 3  # Box(2,) + one-hot Discrete(3)
     assert check_against_raw(dataset, minari_store(dataset)) == {"terminated", "truncated"}

@@ -50,7 +50,9 @@ def test_independent_layout_is_one_network_per_head() -> None:
     # H-heads 2..K read networks 2..K
     torso_last = jax.tree.map(lambda x: x[2], params["torso"])
     np.testing.assert_allclose(
-        h[1], LinearHead(4).apply(jax.tree.map(lambda x: x[1], params["h"]), net.torso.apply(torso_last, obs)), rtol=1e-6
+        h[1],
+        LinearHead(4).apply(jax.tree.map(lambda x: x[1], params["h"]), net.torso.apply(torso_last, obs)),
+        rtol=1e-6,
     )
 
 

@@ -40,8 +40,18 @@ def dataset(minari_root, monkeypatch) -> str:
 
 def small_config(dataset: str, out: Path, **overrides) -> OfflineConfig:
     values = dict(
-        dataset=dataset, out=str(out), critic="gitd", K=3, T=20, mlp_hidden="16,16", epochs=2,
-        steps_per_epoch=60, eval_episodes=2, seeds="0-1", updates_per_call=25, batch_size=16,
+        dataset=dataset,
+        out=str(out),
+        critic="gitd",
+        K=3,
+        T=20,
+        mlp_hidden="16,16",
+        epochs=2,
+        steps_per_epoch=60,
+        eval_episodes=2,
+        seeds="0-1",
+        updates_per_call=25,
+        batch_size=16,
     )
     values.update(overrides)
     return OfflineConfig(**values)
@@ -77,7 +87,9 @@ def test_td_cql_with_one_head_is_published_cql() -> None:
 
     ours = lambda p: discrete_loss(cfg, net, alpha, p, frozen, batch)[0]  # noqa: E731
     np.testing.assert_allclose(ours(state.params), published(state.params), rtol=1e-6)
-    for a, b in zip(jax.tree.leaves(jax.grad(ours)(state.params)), jax.tree.leaves(jax.grad(published)(state.params)), strict=True):
+    for a, b in zip(
+        jax.tree.leaves(jax.grad(ours)(state.params)), jax.tree.leaves(jax.grad(published)(state.params)), strict=True
+    ):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 

@@ -28,8 +28,7 @@ def test_packaged_registry_is_identical_to_datasets_copy() -> None:
     source = REPO / "datasets" / "rlu_atari.json"
     packaged = REPO / "offline_gitd" / "data" / "rlu_atari.json"
     assert packaged.read_bytes() == source.read_bytes(), (
-        "datasets/rlu_atari.json is the source of truth: cp datasets/rlu_atari.json "
-        "offline_gitd/data/rlu_atari.json"
+        "datasets/rlu_atari.json is the source of truth: cp datasets/rlu_atari.json offline_gitd/data/rlu_atari.json"
     )
 
 
@@ -119,9 +118,7 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_datasets_list_shows_registry_and_local(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_datasets_list_shows_registry_and_local(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["datasets", "list", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out
     assert "46 games" in out and "49 for Carnival, Gravitar, StarGunner" in out
@@ -129,9 +126,7 @@ def test_datasets_list_shows_registry_and_local(
     assert "minari:test/toy-v0  3 episodes, 30 steps" in out
 
 
-def test_datasets_info_maps_checkpoints_to_shards(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_datasets_info_maps_checkpoints_to_shards(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["datasets", "info", "rlu-atari:Pong/1:0-3", "--data-dir", str(data_dir)]) == 0
     out = capsys.readouterr().out
     assert "atari_episodes_ordered/Pong/run_1-{i:05d}-of-00050" in out

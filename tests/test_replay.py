@@ -152,9 +152,7 @@ def test_online_adds_equal_from_arrays(episodes):
     np.testing.assert_array_equal(online.terminals, offline.terminals)
     np.testing.assert_array_equal(online.obs, offline.obs)
     rows = np.flatnonzero(
-        offline.starts_transition(
-            np.arange(offline.num_rows), offline.locate(np.arange(offline.num_rows))[1]
-        )
+        offline.starts_transition(np.arange(offline.num_rows), offline.locate(np.arange(offline.num_rows))[1])
     )
     a = Replay(online, n_step=3, gamma=GAMMA).batch_at(rows)
     b = Replay(offline, n_step=3, gamma=GAMMA).batch_at(rows)
@@ -191,9 +189,7 @@ def test_uniform_sampling_is_deterministic_and_covers_only_transitions(episodes)
 def test_vector_observations_are_float_and_unstacked():
     store = EpisodeStore((3,), np.float32, (2,), np.float32)
     obs = np.arange(12, dtype=np.float32).reshape(4, 3)
-    store.add_episode(
-        obs, np.ones((3, 2)), np.array([1.0, 2.0, 3.0]), np.array([False, False, True])
-    )
+    store.add_episode(obs, np.ones((3, 2)), np.array([1.0, 2.0, 3.0]), np.array([False, False, True]))
     batch = Replay(store, stack=4, n_step=2, gamma=GAMMA).batch_at(np.array([0, 2]))
     assert batch.obs.shape == (2, 3) and batch.obs.dtype == np.float32
     assert batch.action.shape == (2, 2) and batch.action.dtype == np.float32
@@ -254,16 +250,12 @@ def test_sum_tree_invariants_and_search():
         idx = rng.integers(0, 37, 5)
         tree.update(idx, rng.uniform(0, 2, 5) * (rng.random(5) > 0.3))
         inner = np.arange(1, tree.size)
-        np.testing.assert_allclose(
-            tree.tree[inner], tree.tree[2 * inner] + tree.tree[2 * inner + 1]
-        )
+        np.testing.assert_allclose(tree.tree[inner], tree.tree[2 * inner] + tree.tree[2 * inner + 1])
     leaves = tree.get(np.arange(tree.size))
     assert tree.total == pytest.approx(leaves.sum())
     cumulative = np.cumsum(leaves)
     values = rng.uniform(0, tree.total, 1000)
-    np.testing.assert_array_equal(
-        tree.find(values), np.searchsorted(cumulative, values, side="right")
-    )
+    np.testing.assert_array_equal(tree.find(values), np.searchsorted(cumulative, values, side="right"))
     assert np.all(leaves[tree.find(np.linspace(0, tree.total, 200, endpoint=False))] > 0)
     tree.update(np.arange(37), np.ones(37))  # bulk path (full rebuild)
     tree.grow(100)
@@ -288,9 +280,7 @@ def test_first_fraction_cuts_at_transition_granularity():
     terms = terminals[: mid.num_rows].copy()
     terms[-1] = False
     frames = np.arange(1, 21, dtype=np.uint8)[:, None, None] * np.ones((1, 84, 84), np.uint8)
-    store = EpisodeStore.from_arrays(
-        frames[:10], np.zeros(10, np.int32), np.ones(10), terms, mid.episode_starts
-    )
+    store = EpisodeStore.from_arrays(frames[:10], np.zeros(10, np.int32), np.ones(10), terms, mid.episode_starts)
     assert store.num_transitions == 9
     batch = Replay(store, n_step=3, gamma=GAMMA).batch_at(np.array([8]))
     assert batch.discount[0] == pytest.approx(GAMMA) and batch.next_obs[0, 0, 0, -1] == 10

@@ -37,8 +37,7 @@ def shards(tmp_path_factory):
     written = {}
     for checkpoint in range(2):
         episodes = [
-            make_synthetic_episode(rng, length, checkpoint, i, terminal)
-            for i, (length, terminal) in enumerate(LAYOUT)
+            make_synthetic_episode(rng, length, checkpoint, i, terminal) for i, (length, terminal) in enumerate(LAYOUT)
         ]
         write_rlu_episodes_shard(raw / rlu_shard_name(1, checkpoint, 50), episodes)
         written[checkpoint] = episodes
@@ -67,17 +66,12 @@ def test_rlds_view_roundtrip(shards):
         assert steps["observation"].shape == (len(episode.actions), 84, 84, 1)
         assert steps["is_first"][0] and steps["is_first"].sum() == 1
         assert steps["is_last"][-1] and steps["is_last"].sum() == 1
-        assert (
-            steps["is_terminal"].sum() == episode.terminal
-            and steps["is_terminal"][-1] == episode.terminal
-        )
+        assert steps["is_terminal"].sum() == episode.terminal and steps["is_terminal"][-1] == episode.terminal
         back = rlu_episode_from_rlds(rlds)
         np.testing.assert_array_equal(back.frames, episode.frames)
         np.testing.assert_array_equal(back.clipped_rewards, episode.clipped_rewards)
         # TFDS's nested steps dataset arrives as an iterable of step dicts
-        listed = dict(
-            rlds, steps=[{k: v[t] for k, v in steps.items()} for t in range(len(episode.actions))]
-        )
+        listed = dict(rlds, steps=[{k: v[t] for k, v in steps.items()} for t in range(len(episode.actions))])
         np.testing.assert_array_equal(rlu_episode_from_rlds(listed).discounts, episode.discounts)
 
 
@@ -92,12 +86,8 @@ def test_cache_contents(shards, tmp_path):
     assert meta == json.loads((target / "meta.json").read_text()) == cache.meta
     assert meta["num_frames"] == 48 and meta["num_episodes"] == 4 and meta["shard"] == shard.name
     assert meta["shard_size"] == shard.stat().st_size and meta["num_terminal_episodes"] == 2
-    np.testing.assert_array_equal(
-        cache.frames, np.concatenate([e["observations"] for e in written[1]])
-    )
-    np.testing.assert_array_equal(
-        cache.discounts, np.concatenate([e["discounts"] for e in written[1]])
-    )
+    np.testing.assert_array_equal(cache.frames, np.concatenate([e["observations"] for e in written[1]]))
+    np.testing.assert_array_equal(cache.discounts, np.concatenate([e["discounts"] for e in written[1]]))
     np.testing.assert_array_equal(cache.episode_starts, [0, 12, 19, 39])
     np.testing.assert_array_equal(cache.episode_terminal, [t for _, t in LAYOUT])
     assert cache.actions.dtype == np.int32
@@ -133,9 +123,7 @@ def test_store_and_first_fraction(shards):
     full = load_rlu_store(root, "Pong", 1, [0, 1])
     assert full.num_rows == 96 and full.num_episodes == 8
     assert full.num_transitions == 96 - 4  # each truncated episode's last row only bootstraps
-    np.testing.assert_array_equal(
-        full.rewards[:48], np.concatenate([e["clipped_rewards"] for e in written[0]])
-    )
+    np.testing.assert_array_equal(full.rewards[:48], np.concatenate([e["clipped_rewards"] for e in written[0]]))
     # 25% of 48 rows = 12 transitions: exactly episode 0 (terminal) of each checkpoint
     quarter = load_rlu_store(root, "Pong", 1, [0, 1], fraction=0.25, reward="unclipped")
     assert quarter.num_rows == 24 and quarter.num_transitions == 24

@@ -63,9 +63,7 @@ _NPY_HEADER_BYTES = 128  # fixed, so the header can be written last, once N is k
 
 def _npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
     """A version-1.0 ``.npy`` header of exactly ``_NPY_HEADER_BYTES`` bytes."""
-    text = repr(
-        {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
-    )
+    text = repr({"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
     body_len = _NPY_HEADER_BYTES - 10
     body = text.ljust(body_len - 1).encode("latin1") + b"\n"
     if len(body) != body_len:
@@ -155,8 +153,7 @@ def cache_is_valid(
     if meta.get("format_version") != FORMAT_VERSION or meta.get("fraction", 0.0) < fraction:
         return False
     return shard is None or (
-        meta.get("shard") == Path(shard).name
-        and meta.get("shard_size") == Path(shard).stat().st_size
+        meta.get("shard") == Path(shard).name and meta.get("shard_size") == Path(shard).stat().st_size
     )
 
 
@@ -193,10 +190,7 @@ def open_checkpoint_cache(cache_dir: str | os.PathLike[str]) -> CheckpointCache:
     path = Path(cache_dir)
     if not cache_is_valid(path):
         raise FileNotFoundError(f"{path}: no complete RLU cache (format {FORMAT_VERSION}) here")
-    arrays = {
-        name: np.load(path / f"{name}.npy", mmap_mode="r")
-        for name in ("frames", *STEP_ARRAYS, *EPISODE_ARRAYS)
-    }
+    arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in ("frames", *STEP_ARRAYS, *EPISODE_ARRAYS)}
     return CheckpointCache(path=path, meta=json.loads((path / "meta.json").read_text()), **arrays)
 
 
@@ -254,9 +248,7 @@ def build_rlu_cache(
         if workers == 1:  # no process to spawn for one shard or one job
             counts: Iterator[int] = (_decode_job(*job) for job in todo)
         else:
-            pool = stack.enter_context(
-                ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
-            )
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")))
             futures = [pool.submit(_decode_job, *job) for job in todo]
             counts = (future.result() for future in as_completed(futures))
         for count in counts:
@@ -326,17 +318,13 @@ def parse_checkpoints(text: str) -> list[int]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m offline_gitd.data.cache --game Pong --run 1 --checkpoints 0-49 --jobs 2``."""
-    parser = argparse.ArgumentParser(
-        description="Decode downloaded RLU Atari shards into the cache."
-    )
+    parser = argparse.ArgumentParser(description="Decode downloaded RLU Atari shards into the cache.")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--game", required=True)
     parser.add_argument("--run", type=int, default=1)
     parser.add_argument("--checkpoints", default="0-49", help="e.g. 0-49 or 0,5,10")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument(
-        "--fraction", type=float, default=1.0, help="decode only the first part of each shard"
-    )
+    parser.add_argument("--fraction", type=float, default=1.0, help="decode only the first part of each shard")
     args = parser.parse_args(argv)
     checkpoints = parse_checkpoints(args.checkpoints)
     for path in build_rlu_cache(

@@ -56,9 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     rlu.add_argument("--data-dir", help=_DATA_DIR_HELP)
     rlu.add_argument("--base-url", help="mirror of the bucket (default: the public HTTPS bucket)")
     rlu.add_argument("--jobs", type=int, default=4, help="parallel downloads (default 4)")
-    rlu.add_argument(
-        "--retries", type=int, default=5, help="attempts without progress per shard (default 5)"
-    )
+    rlu.add_argument("--retries", type=int, default=5, help="attempts without progress per shard (default 5)")
     rlu.add_argument(
         "--retry-delay",
         type=float,
@@ -76,8 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     minari_parser.add_argument("dataset_id", metavar="ID", help="Minari id, namespace/name-vN")
     minari_parser.add_argument(
         "--data-dir",
-        help="store under DATA_DIR/minari (default: $MINARI_DATASETS_PATH, else "
-        "~/.minari/datasets)",
+        help="store under DATA_DIR/minari (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)",
     )
     minari_parser.set_defaults(func=_fetch_minari)
 
@@ -91,9 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     listing.add_argument("--data-dir", help=_DATA_DIR_HELP)
     listing.set_defaults(func=_datasets_list)
     info = actions.add_parser("info", help="URLs, shards and local status of one dataset id")
-    info.add_argument(
-        "dataset_id", metavar="ID", help="rlu-atari:Game/run[:checkpoints] or minari:ID"
-    )
+    info.add_argument("dataset_id", metavar="ID", help="rlu-atari:Game/run[:checkpoints] or minari:ID")
     info.add_argument("--data-dir", help=_DATA_DIR_HELP)
     info.set_defaults(func=_datasets_info)
 
@@ -127,8 +122,7 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
     if summary.failed:
         first = summary.failed[0]
         raise UsageError(
-            f"{len(summary.failed)} of {len(summary.outcomes)} shard(s) failed, first "
-            f"{first.name}: {first.message}"
+            f"{len(summary.failed)} of {len(summary.outcomes)} shard(s) failed, first {first.name}: {first.message}"
         )
     return 0
 
@@ -141,10 +135,7 @@ def _fetch_minari(args: argparse.Namespace) -> int:
     assert isinstance(dataset, MinariId)
     datasets_dir = minari_datasets_dir(args.data_dir, os.environ)
     path, downloaded = fetch_minari(dataset.dataset_id, datasets_dir)
-    print(
-        f"minari dataset {dataset.dataset_id} "
-        f"{'downloaded to' if downloaded else 'already in'} {path}"
-    )
+    print(f"minari dataset {dataset.dataset_id} {'downloaded to' if downloaded else 'already in'} {path}")
     if args.data_dir:
         print(f"load it with MINARI_DATASETS_PATH={datasets_dir}")
     return 0
@@ -160,14 +151,11 @@ def _rlu_summary_lines(registry: RluRegistry) -> list[str]:
         values = list(per_game.values())
         usual = max(set(values), key=values.count)
         exceptions = "".join(
-            f", {n} for {', '.join(g for g, m in per_game.items() if m == n)}"
-            for n in sorted(set(values) - {usual})
+            f", {n} for {', '.join(g for g, m in per_game.items() if m == n)}" for n in sorted(set(values) - {usual})
         )
         counts.append(f"{layout.alias} ({layout.name}) {usual}{exceptions}")
     runs = ", ".join(map(str, registry.runs))
-    games = textwrap.fill(
-        ", ".join(registry.games), width=96, initial_indent="    ", subsequent_indent="    "
-    )
+    games = textwrap.fill(", ".join(registry.games), width=96, initial_indent="    ", subsequent_indent="    ")
     return [
         "RL Unplugged Atari  rlu-atari:{Game}/{run}[:{checkpoints}]  e.g. rlu-atari:Pong/1:0-4,7",
         f"  base {registry.base_url}",
@@ -187,11 +175,7 @@ def _local_rlu_lines(registry: RluRegistry, root: Path) -> list[str]:
             for run in sorted({s.run for s in shards}):
                 whole = [s for s in shards if s.run == run and not s.partial]
                 parts = [s for s in shards if s.run == run and s.partial]
-                partial = (
-                    f", {len(parts)} partial ({format_bytes(sum(s.size for s in parts))})"
-                    if parts
-                    else ""
-                )
+                partial = f", {len(parts)} partial ({format_bytes(sum(s.size for s in parts))})" if parts else ""
                 lines.append(
                     f"  rlu-atari:{game}/{run}  {layout}  "
                     f"{len(whole)}/{registry.num_shards(game, layout)} shards, "
@@ -250,8 +234,7 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
             f"  layout {layout.name} ({layout.alias}): {n} shards; {layout.description}",
             f"    url      {template}",
             f"    metadata {registry.metadata_url(game, run, 0, layout.name)}  (GCS JSON API)",
-            f"    local    {len(present)}/{n} shards, "
-            f"{format_bytes(sum(s.size for s in present))} in {directory}",
+            f"    local    {len(present)}/{n} shards, {format_bytes(sum(s.size for s in present))} in {directory}",
         ]
     layout = registry.default_layout
     directory = rlu_raw_dir(root, layout, game)
@@ -272,9 +255,7 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
         if rlu_cache_dir(root, game, run, checkpoint).exists():
             status += ", decoded"
         lines.append(f"    {checkpoint:>3} -> {name}  {status}")
-    spec = (
-        f" --checkpoints {format_checkpoints(dataset.checkpoints)}" if dataset.checkpoints else ""
-    )
+    spec = f" --checkpoints {format_checkpoints(dataset.checkpoints)}" if dataset.checkpoints else ""
     lines.append(
         f"  fetch: offline_gitd fetch rlu-atari --game {game} --run {run}{spec}"
         f"{'' if root == data_root(None) else f' --data-dir {root}'}"

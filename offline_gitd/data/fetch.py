@@ -419,9 +419,7 @@ class _ShardDownload:
             if status == 206:
                 content_range = parse_content_range(response.headers.get("Content-Range"))
                 if content_range is None or content_range[0] != offset:
-                    raise _RestartError(
-                        f"206 with Content-Range {response.headers.get('Content-Range')!r}"
-                    )
+                    raise _RestartError(f"206 with Content-Range {response.headers.get('Content-Range')!r}")
             elif status == 200:
                 offset = 0  # the server sent the whole object: start the .part over
             else:
@@ -437,9 +435,7 @@ class _ShardDownload:
                     try:
                         chunk = response.read(CHUNK_BYTES)
                     except (OSError, http.client.HTTPException) as err:
-                        raise _TransientError(
-                            f"connection lost after {offset + received} bytes: {err!r}"
-                        ) from err
+                        raise _TransientError(f"connection lost after {offset + received} bytes: {err!r}") from err
                     if not chunk:
                         break
                     try:
@@ -453,9 +449,7 @@ class _ShardDownload:
         if self.stop.is_set():
             raise _FatalError("interrupted")
         if checks.size is not None and offset + received < checks.size:
-            raise _TransientError(
-                f"connection closed after {offset + received} of {checks.size} bytes"
-            )
+            raise _TransientError(f"connection closed after {offset + received} of {checks.size} bytes")
         return checks
 
     def run(self, sleep: Callable[[float], None]) -> ServerChecks:
@@ -592,9 +586,7 @@ def fetch_rlu_atari(
     progress = _TqdmProgress(f"{game} run {run}", len(tasks))
     pool = ThreadPoolExecutor(max_workers=min(jobs, len(tasks)))
     try:
-        futures = [
-            pool.submit(fetch_shard, task, book, policy, progress, opener, stop) for task in tasks
-        ]
+        futures = [pool.submit(fetch_shard, task, book, policy, progress, opener, stop) for task in tasks]
         for future in futures:
             future.add_done_callback(lambda _: progress.finish_shard())
         outcomes = [future.result() for future in futures]
@@ -610,11 +602,7 @@ def fetch_rlu_atari(
 def summary_lines(summary: FetchSummary) -> list[str]:
     """What the CLI prints after a fetch: problems and repairs, then totals and places."""
     lines = [f"failed   {o.name}: {o.message}" for o in summary.failed]
-    lines += [
-        f"note     {o.name}: {o.message}"
-        for o in summary.outcomes
-        if o.status != "failed" and o.message
-    ]
+    lines += [f"note     {o.name}: {o.message}" for o in summary.outcomes if o.status != "failed" and o.message]
     fetched_bytes = sum(o.size for o in summary.outcomes if o.status == "fetched")
     counts = summary.counts
     lines.append(
@@ -674,9 +662,7 @@ def probe_tcp(host: str, port: int, timeout: float) -> str | None:
     return result[0] if result else f"no answer within {timeout:g} s"
 
 
-def fetch_minari(
-    dataset_id: str, datasets_dir: Path, probe_timeout: float = 3.0
-) -> tuple[Path, bool]:
+def fetch_minari(dataset_id: str, datasets_dir: Path, probe_timeout: float = 3.0) -> tuple[Path, bool]:
     """Download a Minari dataset into ``datasets_dir`` (``MINARI_DATASETS_PATH``).
 
     Returns the dataset's folder and whether it was downloaded now (False: already present).
@@ -734,9 +720,7 @@ def scan_local_shards(directory: Path) -> list[LocalShard]:
         match = _SHARD_FILE.match(path.name)
         if match and path.is_file():
             run, shard, num_shards = (int(match.group(i)) for i in (1, 2, 3))
-            found.append(
-                LocalShard(run, shard, num_shards, path.stat().st_size, match.group(4) is not None)
-            )
+            found.append(LocalShard(run, shard, num_shards, path.stat().st_size, match.group(4) is not None))
     return sorted(found, key=lambda s: (s.run, s.shard, s.partial))
 
 

@@ -29,9 +29,7 @@ def flatten_observations(space: gymnasium.Space, observations: Any) -> np.ndarra
         array = np.asarray(observations, dtype=np.float32)
         return array.reshape(len(array), -1)
     steps = _num_steps(observations)
-    return np.stack(
-        [gymnasium.spaces.flatten(space, _step(observations, t)) for t in range(steps)]
-    ).astype(np.float32)
+    return np.stack([gymnasium.spaces.flatten(space, _step(observations, t)) for t in range(steps)]).astype(np.float32)
 
 
 def _num_steps(observations: Any) -> int:

@@ -128,9 +128,7 @@ class RluAtariId:
 
     def __str__(self) -> str:
         base = f"{RLU_PREFIX}:{self.game}/{self.run}"
-        return (
-            base if self.checkpoints is None else f"{base}:{format_checkpoints(self.checkpoints)}"
-        )
+        return base if self.checkpoints is None else f"{base}:{format_checkpoints(self.checkpoints)}"
 
 
 @dataclass(frozen=True)
@@ -218,9 +216,7 @@ def load_rlu_registry() -> RluRegistry:
     return registry_from_dict(json.loads(text))
 
 
-def parse_checkpoints(
-    text: str, num_checkpoints: int | None = None, owner: str = ""
-) -> tuple[int, ...]:
+def parse_checkpoints(text: str, num_checkpoints: int | None = None, owner: str = "") -> tuple[int, ...]:
     """Parse ``"0-4,7"`` into sorted unique checkpoint indices ``(0, 1, 2, 3, 4, 7)``.
 
     With ``num_checkpoints``, indices must lie in ``0..num_checkpoints-1``; ``owner`` (e.g.
@@ -231,10 +227,7 @@ def parse_checkpoints(
     for item in text.split(","):
         match = _CHECKPOINT_ITEM.match(item.strip())
         if not match:
-            raise UsageError(
-                f"bad checkpoint list {text!r}: expected comma-separated indices or ranges "
-                f"({valid})"
-            )
+            raise UsageError(f"bad checkpoint list {text!r}: expected comma-separated indices or ranges ({valid})")
         start = int(match.group(1))
         stop = int(match.group(2)) if match.group(2) is not None else start
         if stop < start:
@@ -265,8 +258,7 @@ def parse_dataset_id(text: str, registry: RluRegistry | None = None) -> DatasetI
     if prefix == MINARI_PREFIX and sep:
         if not _MINARI_ID.match(rest):
             raise UsageError(
-                f"bad minari id {rest!r}: expected namespace/name-vN, "
-                "e.g. minari:mujoco/halfcheetah/medium-v0"
+                f"bad minari id {rest!r}: expected namespace/name-vN, e.g. minari:mujoco/halfcheetah/medium-v0"
             )
         return MinariId(rest)
     if prefix != RLU_PREFIX or not sep:
@@ -286,9 +278,5 @@ def parse_dataset_id(text: str, registry: RluRegistry | None = None) -> DatasetI
         )
     registry.check_game(game)
     run = registry.check_run(int(run_text))
-    checkpoints = (
-        parse_checkpoints(checkpoint_text, registry.num_shards(game), owner=game)
-        if checkpoint_text
-        else None
-    )
+    checkpoints = parse_checkpoints(checkpoint_text, registry.num_shards(game), owner=game) if checkpoint_text else None
     return RluAtariId(game=game, run=run, checkpoints=checkpoints)

@@ -344,9 +344,7 @@ class Replay:
         self._tree.update(rows, np.where(valid, self._max_priority, 0.0))
         self._synced_rows = rows_now
 
-    def sample_rows(
-        self, batch_size: int, rng: np.random.Generator | int | None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def sample_rows(self, batch_size: int, rng: np.random.Generator | int | None) -> tuple[np.ndarray, np.ndarray]:
         """Draw ``batch_size`` transition-start rows and their importance weights.
 
         Uniform draws reject rows that start no transition (one per truncated episode) and redraw
@@ -377,9 +375,7 @@ class Replay:
         """A batch of ``batch_size`` transitions; deterministic for a given generator state."""
         return self.sample_with_rows(batch_size, rng)[0]
 
-    def sample_with_rows(
-        self, batch_size: int, rng: np.random.Generator | int | None
-    ) -> tuple[Batch, np.ndarray]:
+    def sample_with_rows(self, batch_size: int, rng: np.random.Generator | int | None) -> tuple[Batch, np.ndarray]:
         """A batch and the rows it came from (to pass back to :meth:`update_priorities`)."""
         rows, weights = self.sample_rows(batch_size, rng)
         return self.batch_at(rows, weights), rows
@@ -443,9 +439,7 @@ class Replay:
         actions = self.store.actions[rows]
         actions = actions.astype(np.int32 if actions.dtype.kind in "iub" else np.float32)
         # One gather for s_t and s_{t+n} together: half the per-call overhead of two.
-        both = self.observations(
-            np.concatenate([rows, next_rows]), np.concatenate([starts, starts])
-        )
+        both = self.observations(np.concatenate([rows, next_rows]), np.concatenate([starts, starts]))
         return Batch(
             obs=both[: len(rows)],
             action=actions,

@@ -88,9 +88,7 @@ def count_rlu_steps(path: str | os.PathLike[str]) -> int:
     return sum(len(features["actions"]) for features in iter_rlu_records(path))
 
 
-def iter_rlu_episodes(
-    path: str | os.PathLike[str], max_steps: int | None = None
-) -> Iterator[RLUEpisode]:
+def iter_rlu_episodes(path: str | os.PathLike[str], max_steps: int | None = None) -> Iterator[RLUEpisode]:
     """Yield a shard's episodes in order with decoded frames; memory holds one episode at a time.
 
     With ``max_steps`` only the first that many steps are read: the episode that crosses the limit
@@ -134,9 +132,7 @@ def iter_tfds_episodes(
     try:
         import tensorflow_datasets as tfds
     except ImportError as error:
-        raise ImportError(
-            "reading through TFDS needs the optional extra: pip install 'offline-gitd[tfds]'"
-        ) from error
+        raise ImportError("reading through TFDS needs the optional extra: pip install 'offline-gitd[tfds]'") from error
     from offline_gitd.data.rlds import rlu_episode_from_rlds
 
     dataset = tfds.load(

@@ -235,9 +235,7 @@ def episode_features(episode: Mapping[str, Any]) -> dict[str, FeatureValue]:
     }
 
 
-def write_rlu_episodes_shard(
-    path: str | os.PathLike[str], episodes: Iterable[Mapping[str, Any]]
-) -> None:
+def write_rlu_episodes_shard(path: str | os.PathLike[str], episodes: Iterable[Mapping[str, Any]]) -> None:
     """Write episodes as one ``atari_episodes_ordered`` shard (GZIP TFRecord of Examples).
 
     Each episode dict has ``checkpoint_idx: int, episode_idx: int, episode_return: float,

@@ -64,9 +64,7 @@ def iter_tfrecords(path: str | os.PathLike[str], *, compressed: bool = True) -> 
                 data = stream.read(length)
                 footer = stream.read(_FOOTER.size)
                 if len(data) < length or len(footer) < _FOOTER.size:
-                    raise TFRecordError(
-                        path, index, f"truncated record (expected {length} payload bytes)"
-                    )
+                    raise TFRecordError(path, index, f"truncated record (expected {length} payload bytes)")
                 if masked_crc32c(data) != _FOOTER.unpack(footer)[0]:
                     raise TFRecordError(path, index, "data CRC mismatch (corrupt file)")
                 yield data
@@ -135,9 +133,7 @@ def _packed_varints(data: bytes) -> np.ndarray:
     if not ends[-1]:
         raise ValueError("packed varints end mid-value")
     group_starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
-    position = np.arange(raw.size) - np.repeat(
-        group_starts, np.diff(np.append(group_starts, raw.size))
-    )
+    position = np.arange(raw.size) - np.repeat(group_starts, np.diff(np.append(group_starts, raw.size)))
     parts = (raw & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
     return np.bitwise_or.reduceat(parts, group_starts).view(np.int64)
 

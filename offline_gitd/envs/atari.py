@@ -113,9 +113,7 @@ class MachadoAtariPreprocessing(gym.Wrapper):
         if getattr(env.unwrapped, "_obs_type", None) != "grayscale":
             raise ValueError('the wrapped ALE env must use obs_type="grayscale"')
         self.clip_rewards = clip_rewards
-        self.observation_space = gym.spaces.Box(
-            0, 255, (SCREEN_SIZE, SCREEN_SIZE, STACK_SIZE), np.uint8
-        )
+        self.observation_space = gym.spaces.Box(0, 255, (SCREEN_SIZE, SCREEN_SIZE, STACK_SIZE), np.uint8)
         height, width = env.observation_space.shape
         # The two most recent raw frames, [older, newer]; pooled into one observation per step.
         self._frames = np.zeros((2, height, width), np.uint8)
@@ -142,9 +140,7 @@ class MachadoAtariPreprocessing(gym.Wrapper):
         self._push_frame(frame)
         return self._push_observation(), info
 
-    def step(
-        self, action: int
-    ) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
+    def step(self, action: int) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         """Repeat ``action`` for 4 frames (fewer if the episode ends) and sum the rewards."""
         total_reward = 0.0
         terminated = truncated = False

@@ -15,9 +15,8 @@ from offline_gitd.leaderboard.normalise import NORMALISATIONS
 from offline_gitd.leaderboard.show import FORMATS
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from offline_gitd.leaderboard.report import Analysis
 
-    from offline_gitd.leaderboard.stats import MethodSummary
 
 DEFAULT_BASELINE = "cql:td"
 DEFAULT_REPS = 2000
@@ -37,42 +36,47 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by show, plot and html: what to normalise by and how to bootstrap."""
     parser.add_argument("--board", type=Path, required=True, help="the board CSV")
     parser.add_argument(
-        "--baseline", default=DEFAULT_BASELINE,
+        "--baseline",
+        default=DEFAULT_BASELINE,
         help="baseline method, algorithm:critic or a full method key (default %(default)s)",
     )
     parser.add_argument(
-        "--normalise", choices=NORMALISATIONS, default="baseline",
+        "--normalise",
+        choices=NORMALISATIONS,
+        default="baseline",
         help="baseline: by the baseline's mean final score per env (the paper); human: Atari "
         "(x - random) / (human - random); d4rl: 100 (x - min) / (max - min) (default %(default)s)",
     )
-    parser.add_argument("--reps", type=_positive, default=DEFAULT_REPS,
-                        help="bootstrap replications (default %(default)s)")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of the bootstrap, for reproducible intervals (default 0)")
+    parser.add_argument(
+        "--reps", type=_positive, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the bootstrap, for reproducible intervals (default 0)"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``leaderboard`` and its four subcommands."""
     parser = subparsers.add_parser(
-        "leaderboard", help="submit run results to a board; summarise, plot and publish it",
+        "leaderboard",
+        help="submit run results to a board; summarise, plot and publish it",
         description="Result boards: IQM of normalised final scores, normalised AUC and "
         "probability of improvement with 95% stratified bootstrap CIs (rliable). A run's final "
         "score is its return at its last logged step.",
     )
-    commands = parser.add_subparsers(dest="leaderboard_command", metavar="SUBCOMMAND",
-                                     required=True)
+    commands = parser.add_subparsers(dest="leaderboard_command", metavar="SUBCOMMAND", required=True)
 
     submit = commands.add_parser("submit", help="validate RUN_DIR/results.csv and append to a board")
     submit.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     submit.add_argument("--board", type=Path, required=True, help="board CSV (created if absent)")
-    submit.add_argument("--allow-new-env", action="store_true",
-                        help="accept envs not in the registry of known envs of their suite")
+    submit.add_argument(
+        "--allow-new-env", action="store_true", help="accept envs not in the registry of known envs of their suite"
+    )
     submit.set_defaults(func=run_submit)
 
     show = commands.add_parser("show", help="print the summary table")
     _add_analysis_options(show)
-    show.add_argument("--format", choices=FORMATS, default="table",
-                      help="output format (default %(default)s)")
+    show.add_argument("--format", choices=FORMATS, default="table", help="output format (default %(default)s)")
     show.set_defaults(func=run_show)
 
     plot = commands.add_parser("plot", help="learning curves, AUC bars and a per-env grid (PNG)")
@@ -104,27 +108,19 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _analyse(
-    args: argparse.Namespace,
-) -> tuple[pd.DataFrame, list[MethodSummary], str, dict[str, bytes]]:
+def _analyse(args: argparse.Namespace) -> Analysis:
     """Scores, summaries, baseline key and figures: the common part of plot and html."""
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"{args.out}: exists and is not a directory")
-    from offline_gitd.leaderboard.plot import render_figures
-    from offline_gitd.leaderboard.show import load_scored
-    from offline_gitd.leaderboard.stats import summarise
+    from offline_gitd.leaderboard.report import analyse
 
-    scored, baseline = load_scored(args.board, args.baseline, args.normalise)
-    summaries = summarise(scored, baseline, args.reps, args.seed)
-    figures = render_figures(scored, summaries, baseline, args.normalise, args.reps, args.seed)
-    return scored, summaries, baseline, figures
+    return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed)
 
 
 def run_plot(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.plot import write_figures
 
-    _, _, _, figures = _analyse(args)
-    for path in write_figures(figures, args.out):
+    for path in write_figures(_analyse(args).figures, args.out):
         print(f"wrote {path}")
     return 0
 
@@ -132,10 +128,10 @@ def run_plot(args: argparse.Namespace) -> int:
 def run_html(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.html import board_provenance, render_page, write_page
 
-    scored, summaries, baseline, figures = _analyse(args)
-    provenance = board_provenance(args.board, len(scored))
-    path = write_page(render_page(summaries, figures, baseline, args.normalise, provenance),
-                      args.out)
+    analysis = _analyse(args)
+    provenance = board_provenance(args.board, len(analysis.scored))
+    path = write_page(
+        render_page(analysis.summaries, analysis.figures, analysis.baseline, args.normalise, provenance), args.out
+    )
     print(f"wrote {path}")
     return 0
-

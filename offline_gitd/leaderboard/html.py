@@ -81,31 +81,29 @@ def _cell(record: Mapping[str, object], key: str) -> str:
     if value is None:
         return '<td data-value="">n/a</td>'
     if isinstance(value, float):
-        interval = (f' <span class="ci">[{record[key + "_low"]:.3f}, '
-                    f'{record[key + "_high"]:.3f}]</span>')
+        interval = f' <span class="ci">[{record[key + "_low"]:.3f}, {record[key + "_high"]:.3f}]</span>'
         return f'<td data-value="{float(value)!r}">{value:.3f}{interval}</td>'
     return f'<td data-value="{html.escape(str(value))}">{html.escape(str(value))}</td>'
 
 
 def render_page(
-    summaries: Sequence[MethodSummary], figures: Mapping[str, bytes], baseline: str, how: str,
+    summaries: Sequence[MethodSummary],
+    figures: Mapping[str, bytes],
+    baseline: str,
+    how: str,
     provenance: Mapping[str, str],
 ) -> str:
     """The whole page as one string."""
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
     body = "\n".join(
-        "<tr>" + "".join(_cell(record, key) for key, _ in COLUMNS) + "</tr>"
-        for record in records(summaries)
+        "<tr>" + "".join(_cell(record, key) for key, _ in COLUMNS) + "</tr>" for record in records(summaries)
     )
     images = "\n".join(
         f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
         f'{base64.b64encode(content).decode("ascii")}"></figure>'
         for name, content in figures.items()
     )
-    facts = "\n".join(
-        f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>"
-        for key, value in provenance.items()
-    )
+    facts = "\n".join(f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>" for key, value in provenance.items())
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -27,8 +27,7 @@ def to_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
     import pandas as pd
 
     frame = pd.DataFrame(
-        [[getattr(row, "return_" if name == "return" else name) for name in COLUMNS]
-         for row in rows],
+        [[getattr(row, "return_" if name == "return" else name) for name in COLUMNS] for row in rows],
         columns=list(COLUMNS),
     )
     frame["method"] = method_keys(frame)
@@ -88,20 +87,20 @@ def baseline_denominators(frame: pd.DataFrame, baseline: str) -> pd.Series:
 def normalise(frame: pd.DataFrame, how: str, baseline: str) -> pd.DataFrame:
     """A copy of ``frame`` with a ``score`` column: each return normalised ``how``.
 
-    baseline: return / (baseline's mean final return in that env), the paper's protocol (a
-    negative mean flips the sign; the paper's envs have positive baseline scores).
+    baseline: 1 + (return - b) / |b| with b the baseline's mean final return in that env. For
+    b > 0 this is exactly the paper's return / b; for b < 0 (MountainCar, early LunarLander) the
+    plain ratio would rank a better return lower, while this keeps the baseline at 1 and higher
+    returns higher, on the same relative scale.
     human: (return - random) / (human - random), Atari only (DQN Zoo's table).
     d4rl: 100 * (return - min) / (max - min), D4RL ids and the Minari ids mapped to them.
     """
     scored = frame.copy()
     if how == "baseline":
-        scored["score"] = scored["return"] / scored["env"].map(baseline_denominators(frame, baseline))
+        reference = scored["env"].map(baseline_denominators(frame, baseline))
+        scored["score"] = 1.0 + (scored["return"] - reference) / reference.abs()
         return scored
     if how == "human":
-        table = {
-            env: scores for env, scores in atari_scores().items()
-            if None not in scores
-        }
+        table = {env: scores for env, scores in atari_scores().items() if None not in scores}
         low = scored["env"].map(lambda env: table.get(env, (None, None))[0])
         high = scored["env"].map(lambda env: table.get(env, (None, None))[1])
         lacking = (scored["suite"] != "atari") | low.isna()

@@ -59,8 +59,12 @@ def method_colours(methods: Sequence[str]) -> dict[str, object]:
 
 
 def aggregate_figure(
-    scored: pd.DataFrame, summaries: Sequence[MethodSummary], baseline: str, how: str,
-    reps: int, seed: int,
+    scored: pd.DataFrame,
+    summaries: Sequence[MethodSummary],
+    baseline: str,
+    how: str,
+    reps: int,
+    seed: int,
 ) -> Figure:
     """Learning curves (IQM + CI band) beside the AUC bars (with CI whiskers)."""
     from matplotlib.figure import Figure
@@ -85,10 +89,15 @@ def aggregate_figure(
 
     positions = np.arange(len(summaries))[::-1]
     values = np.array([item.auc.value for item in summaries])
-    errors = np.array([[item.auc.value - item.auc.low, item.auc.high - item.auc.value]
-                       for item in summaries]).T
-    bars.barh(positions, values, xerr=errors, color=[colours[m] for m in methods], alpha=0.85,
-              error_kw={"capsize": 4, "elinewidth": 1.2})
+    errors = np.array([[item.auc.value - item.auc.low, item.auc.high - item.auc.value] for item in summaries]).T
+    bars.barh(
+        positions,
+        values,
+        xerr=errors,
+        color=[colours[m] for m in methods],
+        alpha=0.85,
+        error_kw={"capsize": 4, "elinewidth": 1.2},
+    )
     bars.axvline(1.0, color="black", linestyle="--", linewidth=1)
     bars.set_yticks(positions, methods)
     bars.set_xlabel(f"IQM AUC / IQM AUC of {baseline}")
@@ -119,7 +128,7 @@ def per_env_figure(scored: pd.DataFrame, methods: Sequence[str], how: str) -> Fi
         axis.set_title(env, fontsize="medium")
         axis.xaxis.set_major_formatter(EngFormatter(sep=""))
         axis.grid(alpha=0.3)
-    for axis in axes[len(envs):]:
+    for axis in axes[len(envs) :]:
         axis.set_visible(False)
     for axis in axes[::columns]:
         axis.set_ylabel(SCORE_LABEL[how], fontsize="small")
@@ -128,10 +137,8 @@ def per_env_figure(scored: pd.DataFrame, methods: Sequence[str], how: str) -> Fi
         lowest = max(index for index in range(column, len(envs), columns))
         axes[lowest].set_xlabel("training step", fontsize="small")
     handles = [Line2D([], [], color=colours[method], linewidth=2) for method in methods]
-    figure.legend(handles, methods, loc="outside lower center", ncols=min(len(methods), 5),
-                  frameon=False)
-    figure.suptitle(f"Per env: mean over seeds (window-{SMOOTHING_WINDOW} smoothing)",
-                    fontsize="medium")
+    figure.legend(handles, methods, loc="outside lower center", ncols=min(len(methods), 5), frameon=False)
+    figure.suptitle(f"Per env: mean over seeds (window-{SMOOTHING_WINDOW} smoothing)", fontsize="medium")
     return figure
 
 
@@ -143,8 +150,12 @@ def png_bytes(figure: Figure) -> bytes:
 
 
 def render_figures(
-    scored: pd.DataFrame, summaries: Sequence[MethodSummary], baseline: str, how: str,
-    reps: int, seed: int,
+    scored: pd.DataFrame,
+    summaries: Sequence[MethodSummary],
+    baseline: str,
+    how: str,
+    reps: int,
+    seed: int,
 ) -> dict[str, bytes]:
     """File name -> PNG bytes of both figures."""
     methods = [item.method for item in summaries]

@@ -19,14 +19,21 @@ REFERENCE_DIR = Path(__file__).resolve().parents[2] / "leaderboards" / "referenc
 ATARI_TABLE = REFERENCE_DIR / "atari_human_random.csv"
 D4RL_TABLE = REFERENCE_DIR / "d4rl_ref_scores.csv"
 
-GYM_ENVS: frozenset[str] = frozenset(
-    {"MountainCar-v0", "LunarLander-v3", "CartPole-v1", "Pendulum-v1", "Acrobot-v1"}
-)
+GYM_ENVS: frozenset[str] = frozenset({"MountainCar-v0", "LunarLander-v3", "CartPole-v1", "Pendulum-v1", "Acrobot-v1"})
 MUJOCO_ENVS: frozenset[str] = frozenset(
     f"{name}-v5"
     for name in (
-        "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-        "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
+        "Ant",
+        "HalfCheetah",
+        "Hopper",
+        "Humanoid",
+        "HumanoidStandup",
+        "InvertedDoublePendulum",
+        "InvertedPendulum",
+        "Pusher",
+        "Reacher",
+        "Swimmer",
+        "Walker2d",
     )
 )
 
@@ -46,8 +53,7 @@ def _minari_to_d4rl() -> dict[str, str]:
             mapping[f"D4RL/{task}/{data}-v2"] = f"{task}-{data}-v1"
     for data in ("complete", "partial", "mixed"):
         mapping[f"D4RL/kitchen/{data}-v2"] = f"kitchen-{data}-v0"
-    for maze in ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play",
-                 "large-diverse"):
+    for maze in ("umaze", "umaze-diverse", "medium-play", "medium-diverse", "large-play", "large-diverse"):
         mapping[f"D4RL/antmaze/{maze}-v1"] = f"antmaze-{maze}-v2"
     for env in ("halfcheetah", "hopper", "walker2d", "ant"):
         for data in ("medium", "expert"):  # Minari's "simple" has no D4RL counterpart
@@ -103,6 +109,4 @@ def check_env(suite: str, env: str, allow_new_env: bool) -> None:
     if suite not in registry:
         raise UsageError(f"unknown suite {suite!r}; known: {', '.join(sorted(registry))}")
     if env not in registry[suite] and not allow_new_env:
-        raise UsageError(
-            f"unknown {suite} env {env!r} (pass --allow-new-env to add it to the board)"
-        )
+        raise UsageError(f"unknown {suite} env {env!r} (pass --allow-new-env to add it to the board)")

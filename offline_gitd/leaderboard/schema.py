@@ -18,8 +18,19 @@ from pathlib import Path
 from offline_gitd.errors import UsageError
 
 COLUMNS: tuple[str, ...] = (
-    "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
-    "run_id", "config_hash", "package_version", "created_at",
+    "suite",
+    "env",
+    "algorithm",
+    "critic",
+    "K",
+    "beta",
+    "seed",
+    "step",
+    "return",
+    "run_id",
+    "config_hash",
+    "package_version",
+    "created_at",
 )
 
 
@@ -112,9 +123,19 @@ class ResultRow:
     def to_record(self) -> list[str]:
         """The row as CSV cells in :data:`COLUMNS` order; ``repr`` keeps floats round-trip exact."""
         return [
-            self.suite, self.env, self.algorithm, self.critic, str(self.K), repr(self.beta),
-            str(self.seed), str(self.step), repr(self.return_), self.run_id, self.config_hash,
-            self.package_version, self.created_at,
+            self.suite,
+            self.env,
+            self.algorithm,
+            self.critic,
+            str(self.K),
+            repr(self.beta),
+            str(self.seed),
+            str(self.step),
+            repr(self.return_),
+            self.run_id,
+            self.config_hash,
+            self.package_version,
+            self.created_at,
         ]
 
     @property
@@ -151,9 +172,7 @@ def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
         start = reader.line_num + 1
         for record in reader:
             if len(record) != len(COLUMNS):
-                raise SchemaError(
-                    f"{path}:{start}: expected {len(COLUMNS)} cells, got {len(record)}"
-                )
+                raise SchemaError(f"{path}:{start}: expected {len(COLUMNS)} cells, got {len(record)}")
             try:
                 rows.append((start, ResultRow.from_mapping(dict(zip(COLUMNS, record)))))
             except SchemaError as err:

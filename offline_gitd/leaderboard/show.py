@@ -18,8 +18,19 @@ if TYPE_CHECKING:
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
 HEADER: tuple[str, ...] = (
-    "method", "iqm", "iqm_low", "iqm_high", "auc", "auc_low", "auc_high",
-    "p_improve", "p_improve_low", "p_improve_high", "envs", "seeds", "runs",
+    "method",
+    "iqm",
+    "iqm_low",
+    "iqm_high",
+    "auc",
+    "auc_low",
+    "auc_high",
+    "p_improve",
+    "p_improve_low",
+    "p_improve_high",
+    "envs",
+    "seeds",
+    "runs",
 )
 
 
@@ -39,15 +50,26 @@ def records(summaries: Sequence[MethodSummary]) -> list[dict[str, object]]:
     for item in summaries:
         improvement = item.improvement or Interval(float("nan"), float("nan"), float("nan"))
         values = [
-            item.method, item.iqm.value, item.iqm.low, item.iqm.high,
-            item.auc.value, item.auc.low, item.auc.high,
-            improvement.value, improvement.low, improvement.high,
-            item.n_envs, item.n_seeds, item.n_runs,
+            item.method,
+            item.iqm.value,
+            item.iqm.low,
+            item.iqm.high,
+            item.auc.value,
+            item.auc.low,
+            item.auc.high,
+            improvement.value,
+            improvement.low,
+            improvement.high,
+            item.n_envs,
+            item.n_seeds,
+            item.n_runs,
         ]
-        out.append({
-            name: (None if isinstance(value, float) and value != value else value)
-            for name, value in zip(HEADER, values)
-        })
+        out.append(
+            {
+                name: (None if isinstance(value, float) and value != value else value)
+                for name, value in zip(HEADER, values)
+            }
+        )
     return out
 
 
@@ -65,20 +87,23 @@ def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str
     """The summary as text in ``fmt``; table and markdown pair each estimate with its CI."""
     rows = records(summaries)
     if fmt == "json":
-        return json.dumps(
-            {"baseline": baseline, "normalisation": how, "ci": 0.95, "methods": rows}, indent=2
-        )
+        return json.dumps({"baseline": baseline, "normalisation": how, "ci": 0.95, "methods": rows}, indent=2)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=HEADER, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
         return buffer.getvalue().rstrip("\n")
-    titles = ("method", f"IQM final ({how})", "IQM AUC / baseline", f"P(> {baseline})",
-              "envs", "seeds")
+    titles = ("method", f"IQM final ({how})", "IQM AUC / baseline", f"P(> {baseline})", "envs", "seeds")
     lines = [
-        (str(r["method"]), _with_ci(r, "iqm"), _with_ci(r, "auc"), _with_ci(r, "p_improve"),
-         str(r["envs"]), str(r["seeds"]))
+        (
+            str(r["method"]),
+            _with_ci(r, "iqm"),
+            _with_ci(r, "auc"),
+            _with_ci(r, "p_improve"),
+            str(r["envs"]),
+            str(r["seeds"]),
+        )
         for r in rows
     ]
     if fmt == "markdown":
@@ -87,8 +112,7 @@ def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str
         return "\n".join(out)
     widths = [max(len(text) for text in column) for column in zip(titles, *lines)]
     return "\n".join(
-        "  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip()
-        for line in [titles, *lines]
+        "  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [titles, *lines]
     )
 
 

@@ -94,8 +94,9 @@ def run_auc(scored: pd.DataFrame) -> pd.DataFrame:
     return finals.assign(auc=finals["run"].map(sums))
 
 
-def _bootstrap(library: ModuleType, scores: object, func: Callable[..., object], reps: int,
-               seed: int) -> tuple[object, np.ndarray]:
+def _bootstrap(
+    library: ModuleType, scores: object, func: Callable[..., object], reps: int, seed: int
+) -> tuple[object, np.ndarray]:
     """rliable's point estimate and percentile CI (2 x ...), reproducible from ``seed``.
 
     rliable's StratifiedBootstrap draws its indices from numpy's *global* RNG and ignores
@@ -109,7 +110,10 @@ def _bootstrap(library: ModuleType, scores: object, func: Callable[..., object],
             # arch deprecates RandomState in favour of Generator; rliable still passes one.
             warnings.simplefilter("ignore", FutureWarning)
             points, intervals = library.get_interval_estimates(
-                {"x": scores}, func, reps=reps, confidence_interval_size=CI_SIZE,
+                {"x": scores},
+                func,
+                reps=reps,
+                confidence_interval_size=CI_SIZE,
                 random_state=np.random.RandomState(seed),
             )
     finally:
@@ -117,8 +121,7 @@ def _bootstrap(library: ModuleType, scores: object, func: Callable[..., object],
     return points["x"], np.asarray(intervals["x"], dtype=float)
 
 
-def _estimate(library: ModuleType, scores: object, func: Callable[..., object], reps: int,
-              seed: int) -> Interval:
+def _estimate(library: ModuleType, scores: object, func: Callable[..., object], reps: int, seed: int) -> Interval:
     """A scalar statistic with its CI."""
     point, interval = _bootstrap(library, scores, func, reps, seed)
     low, high = interval.reshape(2)
@@ -152,10 +155,17 @@ def summarise(scored: pd.DataFrame, baseline: str, reps: int, seed: int) -> list
         if shared:
             pair = (run_matrix(mine, "score", shared), run_matrix(base_runs, "score", shared))
             improvement = _estimate(library, pair, metrics.probability_of_improvement, reps, seed)
-        summaries.append(MethodSummary(
-            method=method, iqm=iqm, auc=auc, improvement=improvement, n_envs=len(envs),
-            n_seeds=int(mine["seed"].nunique()), n_runs=len(mine),
-        ))
+        summaries.append(
+            MethodSummary(
+                method=method,
+                iqm=iqm,
+                auc=auc,
+                improvement=improvement,
+                n_envs=len(envs),
+                n_seeds=int(mine["seed"].nunique()),
+                n_runs=len(mine),
+            )
+        )
     return summaries
 
 

@@ -64,8 +64,7 @@ def duplicate_keys(row: ResultRow) -> tuple[tuple[object, ...], tuple[object, ..
     """
     return (
         ("run_id", row.run_id, row.seed, row.step),
-        ("setting", row.algorithm, row.critic, row.K, row.beta, row.env, row.seed, row.step,
-         row.config_hash),
+        ("setting", row.algorithm, row.critic, row.K, row.beta, row.env, row.seed, row.step, row.config_hash),
     )
 
 
@@ -100,8 +99,11 @@ def check_new_rows(board_rows: Sequence[Located], new_rows: Sequence[Located]) -
     for item in new_rows:
         for key in duplicate_keys(item.row):
             if key in seen:
-                what = "run_id, seed and step" if key[0] == "run_id" else (
-                    "algorithm, critic, K, beta, env, seed, step and config_hash")
+                what = (
+                    "run_id, seed and step"
+                    if key[0] == "run_id"
+                    else ("algorithm, critic, K, beta, env, seed, step and config_hash")
+                )
                 raise UsageError(f"{item.where}: duplicate of {seen[key].where} (same {what})")
             seen[key] = item
         first = runs.setdefault(item.row.run_id, item)

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from offline_gitd.config_cli import option, parse_int_range
+from offline_gitd.config_cli import option, parse_int_range, parse_widths
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
@@ -24,19 +24,56 @@ from offline_gitd.networks import HEAD_LAYOUTS, TORSOS
 # continuous control (Kumar et al. 2020's Gym-MuJoCo setting).
 DOMAIN_DEFAULTS: dict[str, dict[str, Any]] = {
     "atari": dict(
-        T=2000, cql_alpha=0.1, lr=5e-5, adam_eps=3.125e-4, batch_size=32, torso="nature", mlp_hidden="256,256",
-        heads="shared_linear", fraction=0.1, steps_per_epoch=62_500, epochs=50, eval_episodes=10,
-        eval_epsilon=0.001, clip_rewards=True, horizon=27_000,
+        T=2000,
+        cql_alpha=0.1,
+        lr=5e-5,
+        adam_eps=3.125e-4,
+        batch_size=32,
+        torso="nature",
+        mlp_hidden="256,256",
+        heads="shared_linear",
+        fraction=0.1,
+        steps_per_epoch=62_500,
+        epochs=50,
+        eval_episodes=10,
+        eval_epsilon=0.001,
+        clip_rewards=True,
+        horizon=27_000,
     ),
     "gym": dict(
-        T=1000, cql_alpha=0.1, lr=5e-4, adam_eps=1e-8, batch_size=32, torso="mlp", mlp_hidden="50,50",
-        heads="shared_linear", fraction=1.0, steps_per_epoch=10_000, epochs=10, eval_episodes=10,
-        eval_epsilon=0.0, clip_rewards=False, horizon=None,
+        T=1000,
+        cql_alpha=0.1,
+        lr=5e-4,
+        adam_eps=1e-8,
+        batch_size=32,
+        torso="mlp",
+        mlp_hidden="50,50",
+        heads="shared_linear",
+        fraction=1.0,
+        steps_per_epoch=10_000,
+        epochs=10,
+        eval_episodes=10,
+        eval_epsilon=0.0,
+        clip_rewards=False,
+        horizon=None,
     ),
     "continuous": dict(
-        T=1, tau=5e-3, cql_alpha=5.0, lr=1e-3, adam_eps=1e-8, batch_size=256, torso="mlp", mlp_hidden="256,256",
-        heads="independent", fraction=1.0, steps_per_epoch=10_000, epochs=100, eval_episodes=10,
-        eval_epsilon=0.0, clip_rewards=False, horizon=None,
+        T=1,
+        tau=5e-3,
+        cql_alpha=5.0,
+        lr=1e-3,
+        adam_eps=1e-8,
+        batch_size=256,
+        torso="mlp",
+        mlp_hidden="256,256",
+        heads="independent",
+        fraction=1.0,
+        steps_per_epoch=10_000,
+        epochs=100,
+        eval_episodes=10,
+        eval_epsilon=0.0,
+        clip_rewards=False,
+        horizon=None,
     ),
 }
 
@@ -130,13 +167,7 @@ class OfflineConfig:
 
     @property
     def hidden_sizes(self) -> tuple[int, ...]:
-        try:
-            sizes = tuple(int(x) for x in str(self.mlp_hidden).split(","))
-        except ValueError:
-            raise ConfigError(f"--mlp-hidden must be comma-separated widths like 256,256, got {self.mlp_hidden!r}") from None
-        if not sizes or min(sizes) < 1:
-            raise ConfigError(f"--mlp-hidden widths must be >= 1, got {self.mlp_hidden!r}")
-        return sizes
+        return parse_widths(self.mlp_hidden, "--mlp-hidden")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -144,5 +175,9 @@ class OfflineConfig:
     def config_hash(self) -> str:
         """Hash of everything that defines the learning problem (not seeds, output or data paths),
         so runs of the same method on the same data share it across seeds."""
-        identity = {k: v for k, v in self.to_dict().items() if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call")}
+        identity = {
+            k: v
+            for k, v in self.to_dict().items()
+            if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call")
+        }
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

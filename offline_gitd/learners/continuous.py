@@ -197,7 +197,11 @@ def make_continuous_step(
         if cql_alpha:
             proposals = cql_proposals(
                 lambda o, k: actor.sample_action(state.actor_params, o, k),
-                batch.obs, batch.next_obs, actor.act_dim, num_cql_samples, key_cql,
+                batch.obs,
+                batch.next_obs,
+                actor.act_dim,
+                num_cql_samples,
+                key_cql,
             )
         critic_grads, aux = jax.grad(
             lambda p: continuous_critic_loss(

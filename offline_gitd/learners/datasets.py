@@ -52,7 +52,11 @@ def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
             f"--checkpoints {','.join(map(str, checkpoints))} (looked in {raw})"
         ) from None
     store = load_rlu_store(
-        cfg.data_dir, parsed.game, parsed.run, checkpoints, fraction=cfg.fraction,
+        cfg.data_dir,
+        parsed.game,
+        parsed.run,
+        checkpoints,
+        fraction=cfg.fraction,
         reward="clipped" if cfg.clip_rewards else "unclipped",
     )
     replay = Replay(store, stack=4, n_step=cfg.n_step, gamma=cfg.gamma)

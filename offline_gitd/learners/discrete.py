@@ -56,9 +56,9 @@ def make_discrete_step(
     """One gradient update followed by the critic's frozen-parameter rules. Pure; jit/vmap/scan it."""
 
     def step(state: DiscreteState, batch: Batch) -> tuple[DiscreteState, dict[str, Any]]:
-        grads, aux = jax.grad(
-            lambda p: discrete_loss(cfg, net, cql_alpha, p, state.frozen, batch), has_aux=True
-        )(state.params)
+        grads, aux = jax.grad(lambda p: discrete_loss(cfg, net, cql_alpha, p, state.frozen, batch), has_aux=True)(
+            state.params
+        )
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         count = state.step + 1

@@ -23,7 +23,12 @@ def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
     common = dict(mlp_hidden=cfg.hidden_sizes, lr=cfg.lr, adam_eps=cfg.adam_eps, cql_alpha=cfg.cql_alpha)
     if data.spaces.action_kind == "discrete":
         return make_discrete_family(
-            cfg.critic_config(), data.spaces.action_size, obs_example, torso=cfg.torso, head_hidden=cfg.head_hidden, **common
+            cfg.critic_config(),
+            data.spaces.action_size,
+            obs_example,
+            torso=cfg.torso,
+            head_hidden=cfg.head_hidden,
+            **common,
         )
     if cfg.torso != "mlp":
         raise ConfigError(f"continuous actions need the mlp torso, got --torso {cfg.torso}")

@@ -120,7 +120,13 @@ def run_offline(
         rngs = [np.random.default_rng([seed, epoch]) for seed in seeds]
         sums: dict[str, np.ndarray] = {}
         done = 0
-        bar = tqdm(total=cfg.steps_per_epoch, desc=f"epoch {epoch}/{cfg.epochs}", unit="step", disable=not progress, leave=False)
+        bar = tqdm(
+            total=cfg.steps_per_epoch,
+            desc=f"epoch {epoch}/{cfg.epochs}",
+            unit="step",
+            disable=not progress,
+            leave=False,
+        )
         while done < cfg.steps_per_epoch:
             count = min(cfg.updates_per_call, cfg.steps_per_epoch - done)
             batches = _seed_batches(data.replay, cfg.batch_size, rngs, count)
@@ -149,19 +155,30 @@ def run_offline(
         elapsed = time.perf_counter() - started
         metric_rows, result_rows = [], []
         for i, seed in enumerate(seeds):
-            row = {"epoch": epoch, "step": step, "seed": seed, "eval_return": float(np.mean(returns[i])) if len(returns[i]) else float("nan")}
+            row = {
+                "epoch": epoch,
+                "step": step,
+                "seed": seed,
+                "eval_return": float(np.mean(returns[i])) if len(returns[i]) else float("nan"),
+            }
             row.update(_flatten_metrics({name: total[i] / cfg.steps_per_epoch for name, total in sums.items()}))
             row["epoch_seconds"] = round(elapsed, 3)
             metric_rows.append(row)
             if len(returns[i]):
-                result_rows.append(result_row(provenance, cfg.algo, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))))
+                result_rows.append(
+                    result_row(
+                        provenance, cfg.algo, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))
+                    )
+                )
         metrics_log.append(metric_rows)
         results_log.append(result_rows)
         checkpoints.save(epoch, state)
         if progress:
             mean_return = np.mean([r["eval_return"] for r in metric_rows])
-            print(f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
-                  f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s")
+            print(
+                f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
+                f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s"
+            )
     return run_dir
 
 

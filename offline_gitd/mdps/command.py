@@ -53,9 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("problem", choices=MDP_CHOICES, help="which controlled MDP")
-    parser.add_argument(
-        "--eps", default=None, help="triangle only: spiral orientation, -1 (default) or 1"
-    )
+    parser.add_argument("--eps", default=None, help="triangle only: spiral orientation, -1 (default) or 1")
     parser.add_argument("--steps", type=int, default=None, help="update steps (default per MDP)")
     parser.add_argument("--lr", type=float, default=None, help="learning rate (default per MDP)")
     parser.add_argument("--K", type=int, default=None, help="i-TD / Gi-TD sequence length")

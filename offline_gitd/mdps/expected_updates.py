@@ -73,18 +73,14 @@ def sequence_values(ws: jnp.ndarray, w0: jnp.ndarray, mdp: ControlledMDP) -> jnp
     return jnp.concatenate([v0[None], jax.vmap(mdp.value)(ws)])
 
 
-def sequence_loss(
-    ws: jnp.ndarray, w0: jnp.ndarray, mdp: ControlledMDP, through_targets: bool
-) -> jnp.ndarray:
+def sequence_loss(ws: jnp.ndarray, w0: jnp.ndarray, mdp: ControlledMDP, through_targets: bool) -> jnp.ndarray:
     """itd (``through_targets=False``) and gitd (True): ``sum_k 1/2 ||T V_{k-1} - V_k||_d^2``."""
     values = sequence_values(ws, w0, mdp)
     targets = _maybe_stop(mdp.bellman(values[:-1]), through_targets)
     return 0.5 * jnp.sum(weighted_sq_norm(targets - values[1:], mdp.state_weights))
 
 
-def metrics(
-    params: jnp.ndarray, w0: jnp.ndarray, mdp: ControlledMDP, sequence: bool
-) -> jnp.ndarray:
+def metrics(params: jnp.ndarray, w0: jnp.ndarray, mdp: ControlledMDP, sequence: bool) -> jnp.ndarray:
     """``(value_error, sum_bellman_errors)`` of the current parameters (see module docstring)."""
     if sequence:
         values = sequence_values(params, w0, mdp)
@@ -105,9 +101,7 @@ def initial_params(mdp: ControlledMDP, critic: str, K: int) -> tuple[jnp.ndarray
     return params, w0
 
 
-def loss_fn(
-    critic: str, mdp: ControlledMDP
-) -> Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]:
+def loss_fn(critic: str, mdp: ControlledMDP) -> Callable[[jnp.ndarray, jnp.ndarray], jnp.ndarray]:
     """The critic's loss as ``f(params, w0)``; ``w0`` is unused by td / tdrc."""
     through = critic in GRADIENT_THROUGH_TARGETS
     if critic in SEQUENCE_CRITICS:
@@ -131,9 +125,7 @@ def log_points(steps: int, log_every: int) -> np.ndarray:
     return np.unique(np.append(np.arange(0, steps, log_every), steps))
 
 
-def run(
-    mdp: ControlledMDP, critic: str, *, steps: int, lr: float, K: int, log_every: int
-) -> History:
+def run(mdp: ControlledMDP, critic: str, *, steps: int, lr: float, K: int, log_every: int) -> History:
     """Run ``steps`` expected updates of ``critic`` on ``mdp`` and return the logged metrics.
 
     The whole run is one jitted program: a ``lax.scan`` over logging chunks, each a
@@ -148,9 +140,7 @@ def run(
         grad = jax.grad(loss_fn(critic, mdp))
 
         @jax.jit
-        def train(
-            params: jnp.ndarray, chunk_lengths: jnp.ndarray
-        ) -> tuple[jnp.ndarray, jnp.ndarray]:
+        def train(params: jnp.ndarray, chunk_lengths: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
             def update(_: jnp.ndarray, p: jnp.ndarray) -> jnp.ndarray:
                 return p - lr * grad(p, w0)
 

@@ -58,9 +58,7 @@ class Experiment:
         return next(iter(self.histories.values())).steps
 
 
-def run_experiment(
-    mdp: ControlledMDP, critics: list[str], *, steps: int, lr: float, K: int
-) -> Experiment:
+def run_experiment(mdp: ControlledMDP, critics: list[str], *, steps: int, lr: float, K: int) -> Experiment:
     """Run each critic from the MDP's initial weights with the same settings."""
     log_every = max(1, steps // LOG_POINTS)
     settings = {
@@ -78,9 +76,7 @@ def run_experiment(
     }
     if isinstance(mdp, TriangleMDP):
         settings["eps"] = mdp.eps
-    histories = {
-        critic: run(mdp, critic, steps=steps, lr=lr, K=K, log_every=log_every) for critic in critics
-    }
+    histories = {critic: run(mdp, critic, steps=steps, lr=lr, K=K, log_every=log_every) for critic in critics}
     return Experiment(mdp=mdp, settings=settings, histories=histories)
 
 
@@ -142,10 +138,7 @@ def plot(experiment: Experiment, path: Path) -> None:
     axes[0].legend()
     s = experiment.settings
     eps = f", eps = {s['eps']:+g}" if "eps" in s else ""
-    fig.suptitle(
-        f"{experiment.mdp.name}{eps}: gamma {s['gamma']}, lr {s['lr']}, K {s['K']} "
-        f"(true value 0)"
-    )
+    fig.suptitle(f"{experiment.mdp.name}{eps}: gamma {s['gamma']}, lr {s['lr']}, K {s['K']} (true value 0)")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

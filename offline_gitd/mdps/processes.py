@@ -126,8 +126,14 @@ def star() -> LinearMDP:
     init = np.zeros(8)
     init[5] = 1.0
     return LinearMDP(
-        name="star", transition=transition, gamma=0.99, init_weights=init, lr=0.08, K=300,
-        default_steps=1000, features=features,
+        name="star",
+        transition=transition,
+        gamma=0.99,
+        init_weights=init,
+        lr=0.08,
+        K=300,
+        default_steps=1000,
+        features=features,
     )
 
 
@@ -150,8 +156,14 @@ def hall(length: int = HALL_LENGTH) -> LinearMDP:
     for state in range(length - 1):
         transition[state, state + 1] = 1.0
     return LinearMDP(
-        name="hall", transition=transition, gamma=0.9, init_weights=np.ones(length), lr=0.08,
-        K=300, default_steps=1000, features=np.eye(length),
+        name="hall",
+        transition=transition,
+        gamma=0.9,
+        init_weights=np.ones(length),
+        lr=0.08,
+        K=300,
+        default_steps=1000,
+        features=np.eye(length),
     )
 
 
@@ -177,7 +189,12 @@ def triangle(eps: float = -1.0) -> TriangleMDP:
     if eps not in (-1.0, 1.0):
         raise ValueError(f"triangle eps must be -1 or +1, got {eps}")
     return TriangleMDP(
-        name="triangle", transition=triangle_transition(), gamma=0.99,
-        init_weights=np.array([14.0]), lr=0.002, K=10, default_steps=5000, eps=float(eps),
+        name="triangle",
+        transition=triangle_transition(),
+        gamma=0.99,
+        init_weights=np.array([14.0]),
+        lr=0.002,
+        K=10,
+        default_steps=5000,
+        eps=float(eps),
     )
-

@@ -1,0 +1,199 @@
+"""``offline_gitd collect``: a behaviour agent trained online, every transition recorded to Minari.
+
+DESIGN §4's ``collect`` source. The behaviour agent is the online learner itself (DQN with the
+paper's Gym data-collection table for discrete actions: LunarLander-v3 with horizon 500,
+MountainCar-v0 with horizon 200; SAC with the MuJoCo table for continuous actions), or a uniformly
+random policy, which is the online loop with every step an "initial random sample". The training
+env is wrapped in ``minari.DataCollector``, so the dataset holds exactly the transitions the agent
+saw, exploration included (the paper's "data collected by DQN").
+
+Metadata: ``algorithm_name``, ``author``, ``eval_env`` = the training env's spec (same horizon, so
+``recover_environment(eval_env=True)`` rebuilds it), ``description`` with the package version, git
+commit and the config, and for a trained agent ``ref_min_score`` = mean return of a uniformly random
+policy over 100 seeded episodes and ``ref_max_score`` = the behaviour agent's mean return over its
+last 10 training episodes (its final performance, exploration included). A random-policy dataset
+gets no reference scores (its own score would be both ends).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from offline_gitd import __version__
+from offline_gitd.data.paths import minari_datasets_dir
+from offline_gitd.envs.atari import RLU_GAMES
+from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
+from offline_gitd.errors import UsageError
+from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.train import inspect_env, train
+
+# Horizons of the Gym data-collection table (REFERENCE "Offline Gym ablation").
+COLLECT_HORIZONS = {"LunarLander-v3": 500, "MountainCar-v0": 200}
+REFERENCE_EPISODES = 100  # minari's own default for reference scores
+FINAL_EPISODES = 10
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    env_id: str
+    steps: int
+    dataset_id: str
+    policy: str | None = None  # dqn | sac | random; None: by action space
+    critic: str = "td"
+    seed: int = 0
+    horizon: int | None = None
+    data_dir: str | None = None
+    run_dir: str | None = None
+    overwrite: bool = False
+
+
+def _code_version() -> str:
+    """Package version and, from a git checkout, the commit (``+dirty`` with local changes)."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = dirty = ""
+    return f"offline_gitd {__version__}" + (f" (git {commit}{'+dirty' if dirty else ''})" if commit else "")
+
+
+def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
+    """Refuse bad input before any work; returns the policy, the online algo family that runs it
+    (a random policy runs in the family of the env's action space) and the horizon."""
+    import minari
+    from minari.dataset.minari_dataset import parse_dataset_id
+
+    if request.steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {request.steps}")
+    if request.horizon is not None and request.horizon < 1:
+        raise UsageError(f"--horizon must be >= 1, got {request.horizon}")
+    try:
+        parse_dataset_id(request.dataset_id)
+    except Exception as err:  # minari raises plain ValueErrors / AssertionErrors here
+        raise UsageError(f"bad Minari dataset id {request.dataset_id!r}: {err}") from None
+    if request.env_id.startswith(("ALE/", ATARI_PREFIX)) or request.env_id in RLU_GAMES:
+        raise UsageError("collect records gymnasium vector-observation envs; Atari data comes from RL Unplugged")
+    env = make_env(request.env_id, 0)  # unknown ids -> UsageError with close matches
+    discrete = isinstance(env.action_space, gym.spaces.Discrete)
+    env.close()
+    policy = request.policy or ("dqn" if discrete else "sac")
+    algo = ("dqn" if discrete else "sac") if policy == "random" else policy
+    inspect_env(request.env_id, algo)  # dqn on continuous / sac on discrete -> UsageError
+    if request.dataset_id in minari.list_local_datasets() and not request.overwrite:
+        raise UsageError(
+            f"Minari dataset {request.dataset_id!r} already exists locally; pass --overwrite to replace it"
+        )
+    return policy, algo, request.horizon or COLLECT_HORIZONS.get(request.env_id)
+
+
+def _random_reference(env_id: str, horizon: int | None, seed: int) -> float:
+    """Mean return of a uniformly random policy over 100 seeded episodes (ref_min_score)."""
+    kwargs = {"max_episode_steps": horizon} if horizon else {}
+    probe = gym.make(env_id, **kwargs)
+    space = probe.action_space
+    probe.close()
+    rng = np.random.default_rng([seed, 2])
+    if isinstance(space, gym.spaces.Discrete):
+
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return np.zeros(len(obs), np.int64)
+
+        epsilon = 1.0  # every action replaced by a uniform one
+    else:
+
+        def policy(obs: np.ndarray) -> np.ndarray:
+            return rng.uniform(space.low, space.high, (len(obs), *space.shape)).astype(np.float32)
+
+        epsilon = 0.0
+    returns = evaluate(policy, lambda: gym.make(env_id, **kwargs), REFERENCE_EPISODES, seed, epsilon)
+    return float(np.mean(returns))
+
+
+def _final_return(run_dir: Path) -> float:
+    with (run_dir / "episodes.csv").open() as f:
+        returns = [float(row["return"]) for row in csv.DictReader(f)]
+    if not returns:
+        raise UsageError("the behaviour agent finished no episode: collect more --steps for reference scores")
+    return float(np.mean(returns[-FINAL_EPISODES:]))
+
+
+def collect(request: CollectRequest, *, progress: bool = True) -> Path:
+    """Train (or run) the behaviour policy, record everything, write the dataset; returns the
+    Minari root it went to."""
+    if request.data_dir:
+        os.environ["MINARI_DATASETS_PATH"] = str(minari_datasets_dir(request.data_dir))
+    policy, algo, horizon = _check_request(request)
+    import minari
+
+    run_dir = Path(request.run_dir) if request.run_dir else Path(tempfile.mkdtemp(prefix="offline_gitd-collect-"))
+    if request.run_dir is None:
+        shutil.rmtree(run_dir)
+    cfg = OnlineConfig(
+        algo=algo,
+        env=request.env_id,
+        critic=request.critic if policy != "random" else "td",
+        steps=request.steps,
+        seeds=str(request.seed),
+        horizon=horizon,
+        out=str(run_dir),
+        # A random policy is the online loop with every step an initial random sample (no update).
+        initial_samples=request.steps if policy == "random" else None,
+    )
+    collectors: list[Any] = []
+
+    def record(env: gym.Env) -> gym.Env:
+        collectors.append(minari.DataCollector(env))
+        return collectors[-1]
+
+    try:
+        train(cfg, progress=progress, wrap_env=record)
+        (collector,) = collectors
+        config = json.loads((run_dir / "config.json").read_text())["config"]
+        scores: dict[str, float] = {}
+        if policy != "random":
+            scores = {
+                "ref_min_score": _random_reference(request.env_id, horizon, request.seed),
+                "ref_max_score": _final_return(run_dir),
+                "num_episodes_average_score": REFERENCE_EPISODES,
+            }
+        if request.overwrite and request.dataset_id in minari.list_local_datasets():
+            minari.delete_dataset(request.dataset_id)
+        name = (
+            "random policy"
+            if policy == "random"
+            else f"{policy.upper()} ({config['critic']} critic, offline_gitd online)"
+        )
+        collector.create_dataset(
+            dataset_id=request.dataset_id,
+            eval_env=collector.env.spec,
+            algorithm_name=name,
+            author="offline_gitd",
+            description=(
+                f"{request.steps} steps of {request.env_id} (horizon {horizon or 'default'}) recorded while a {name} "
+                f"trained online from scratch, exploration included. Collected by {_code_version()}. "
+                f"ref_min_score: uniform random policy, {REFERENCE_EPISODES} episodes; ref_max_score: the behaviour "
+                f"agent's last {FINAL_EPISODES} training episodes. Config: {json.dumps(config, sort_keys=True)}"
+            ),
+            **scores,
+        )
+        collector.close()
+    finally:
+        if request.run_dir is None:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    return minari_datasets_dir(None)

@@ -1,0 +1,446 @@
+"""The online loop (DESIGN §5): env steps with a UTD ratio, epsilon-greedy (DQN) or the policy (SAC).
+
+All seeds run in lockstep in one compiled program: seed ``s`` has its own env, replay and host RNG,
+the training state carries a leading seed axis, acting is one vmapped call per env step and the
+updates go through the offline learners' :func:`~offline_gitd.learners.drivers.make_chunk_runner`
+(the same pure ``family.step``). The paper's online protocol logs the returns collected during
+training: ``episodes.csv`` holds every finished episode, ``results.csv`` one leaderboard row per
+seed every ``log_every`` env steps (the mean return of the episodes finished in that window; a seed
+with none there repeats its previous value, so every seed has the same step grid for AUCs).
+
+Exact resume. A checkpoint is the orbax-saved training state plus a pickle of the host side: each
+seed's replay (store and priorities), its numpy RNG state, its episode counter and the actions taken
+since the current episode began. Every episode is reset with a seed derived from ``(seed,
+episode)``, and the supported envs (classic control, Box2D, MuJoCo, ALE with its sticky-action RNG)
+are deterministic given that seed, so an env is restored by resetting it with the episode's seed and
+replaying those actions; the restored observation is checked against the saved one. SAC's
+exploration keys are ``fold_in(PRNGKey(seed), env_step)``, a function of the step alone.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from offline_gitd import __version__
+from offline_gitd.batch import Batch
+from offline_gitd.data.replay import EpisodeStore
+from offline_gitd.envs.make import make_env
+from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
+from offline_gitd.learners.family import Family
+from offline_gitd.learners.run import TrainingDiverged, _flatten_metrics, stack_seeds
+from offline_gitd.learners.rundir import (
+    METRICS_FILE,
+    RESULT_COLUMNS,
+    RESULTS_FILE,
+    Checkpoints,
+    CsvLog,
+    prepare_run_dir,
+    read_config,
+    result_row,
+)
+from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.replay import WindowedReplay
+from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
+from offline_gitd.online.train import EnvInfo, obs_example
+
+EPISODES_FILE = "episodes.csv"
+HOST_STATE = "host_state"
+EPISODE_COLUMNS = ("step", "seed", "episode", "return", "length")
+
+
+def _loggable(aux: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Metrics per update (leading axis: updates): the per-sample |TD errors| (PER's priorities)
+    become their batch mean ``td_abs_mean``; everything else is logged as it is."""
+    out = {}
+    for name, value in aux.items():
+        value = np.asarray(value)
+        if name == "td_abs":
+            name, value = "td_abs_mean", value.mean(axis=-1)
+        out[name] = value
+    return out
+
+
+def episode_seed(seed: int, episode: int) -> int:
+    """The reset seed of episode ``episode`` of run seed ``seed``: a function of both alone."""
+    return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0])
+
+
+@dataclass
+class SeedSlot:
+    """One seed's host side. Everything but ``env`` is pickled into checkpoints."""
+
+    seed: int
+    replay: WindowedReplay
+    rng: np.random.Generator  # epsilon draws, random actions, replay sampling
+    episode: int = 0  # index of the running episode
+    actions: list = field(default_factory=list)  # since the running episode's reset
+    obs: Any = None
+    episode_return: float = 0.0  # unclipped (the game score)
+    episode_length: int = 0
+    last_result: float | None = None  # the previous results.csv value, repeated in empty windows
+    env: Any = None
+
+    def host_state(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["env"]
+        return state
+
+
+def _make_env(cfg: OnlineConfig, info: EnvInfo, seed: int) -> gym.Env:
+    """Learning sees unclipped env rewards; clipping happens when storing (returns stay scores)."""
+    if info.frames:
+        return make_env(info.env_id, seed, max_steps=cfg.horizon)
+    return make_env(info.env_id, seed, **({"max_episode_steps": cfg.horizon} if cfg.horizon else {}))
+
+
+def _new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
+    spaces = info.spaces
+    # Atari rows are single frames (the newest of each stack); vectors are stored whole.
+    obs_shape, obs_dtype = (
+        (spaces.obs_shape[:2], np.uint8) if info.frames else ((int(np.prod(spaces.obs_shape)),), np.float32)
+    )
+    if spaces.action_kind == "continuous":
+        store = EpisodeStore(obs_shape, obs_dtype, (spaces.action_size,), np.float32)
+    else:
+        store = EpisodeStore(obs_shape, obs_dtype)
+    replay = WindowedReplay(
+        store,
+        capacity=cfg.replay_size,
+        stack=4,
+        n_step=cfg.n_step,
+        gamma=cfg.gamma,
+        prioritized=cfg.per,
+        alpha=cfg.per_alpha,
+        beta=cfg.per_beta,
+    )
+    return SeedSlot(seed, replay, np.random.default_rng([seed, 1]))
+
+
+def _observe(info: EnvInfo, obs: np.ndarray) -> np.ndarray:
+    return np.asarray(obs) if info.frames else np.asarray(obs, np.float32).reshape(-1)
+
+
+def _row(info: EnvInfo, obs: np.ndarray) -> np.ndarray:
+    """What the replay stores per step: the newest frame of an Atari stack, a vector whole."""
+    return obs[..., -1] if info.frames else obs
+
+
+def _start_episode(slot: SeedSlot, info: EnvInfo) -> None:
+    obs, _ = slot.env.reset(seed=episode_seed(slot.seed, slot.episode))
+    slot.obs, slot.actions, slot.episode_return, slot.episode_length = _observe(info, obs), [], 0.0, 0
+
+
+def _restore_env(slot: SeedSlot, info: EnvInfo, saved_obs: np.ndarray) -> None:
+    """Reset with the episode's seed, replay its actions, check we are where the checkpoint was."""
+    obs, _ = slot.env.reset(seed=episode_seed(slot.seed, slot.episode))
+    for action in slot.actions:
+        obs = slot.env.step(action)[0]
+    if not np.array_equal(_observe(info, obs), saved_obs):
+        raise RuntimeError(f"{info.env_id} did not replay deterministically: cannot resume seed {slot.seed} exactly")
+
+
+class OnlineRun:
+    """The loop's state and its side effects (envs, files); ``run`` drives it to ``cfg.steps``."""
+
+    def __init__(
+        self,
+        cfg: OnlineConfig,
+        info: EnvInfo,
+        family: Family,
+        run_dir: Path,
+        progress: bool,
+        wrap_env: Callable[[gym.Env], gym.Env] | None,
+    ) -> None:
+        self.cfg, self.info, self.family, self.run_dir, self.progress = cfg, info, family, run_dir, progress
+        self.seeds = cfg.seed_list
+        self.utd = utd_fraction(cfg.utd)
+        self.wrap_env = wrap_env or (lambda env: env)
+        self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
+        self.provenance = read_config(run_dir)
+        self.checkpoints = Checkpoints(run_dir)
+        self.driver = choose_driver(cfg.driver, cfg.torso)
+        self.run_chunk = make_chunk_runner(family.step, self.driver)
+        seeds = jnp.asarray(self.seeds)
+        self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))
+        if cfg.algo == "dqn":
+            greedy = jax.jit(jax.vmap(lambda s, o: family.act(s, o[None], None)[0]))
+            self.policy = lambda state, obs, step: greedy(state, obs)
+        else:
+            explore = jax.jit(
+                jax.vmap(
+                    lambda s, o, seed, t: family.explore(s, o[None], jax.random.fold_in(jax.random.PRNGKey(seed), t))[
+                        0
+                    ],
+                    in_axes=(0, 0, 0, None),
+                )
+            )
+            self.policy = lambda state, obs, step: explore(state, obs, seeds, step)
+        self.metric_columns = self._metric_columns(family, info)
+        self.slots: list[SeedSlot] = []
+        self.updates = 0
+        self.window: dict[str, Any] = {}
+
+    @staticmethod
+    def _metric_columns(family: Family, info: EnvInfo) -> list[str]:
+        """The step's metric columns, known before the first update (from its abstract output),
+        so that metrics.csv has them from its first row on."""
+        obs = obs_example(info)
+        action = (
+            np.zeros((1, info.spaces.action_size), np.float32)
+            if info.spaces.action_kind == "continuous"
+            else np.zeros(1, np.int32)
+        )
+        ones = np.ones(1, np.float32)
+        batch = Batch(obs, action, ones, ones, obs, ones)
+        state = jax.eval_shape(family.init, jax.random.PRNGKey(0))
+        aux = jax.eval_shape(family.step, state, batch)[1]
+        one_update = _loggable({name: np.zeros((1, *value.shape)) for name, value in aux.items()})
+        return list(_flatten_metrics({name: value[0] for name, value in one_update.items()}))
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def _host_path(self, step: int) -> Path:
+        return self.run_dir / HOST_STATE / f"{step}.pkl"
+
+    def start(self, resume: bool) -> int:
+        """Fresh slots, or the latest checkpoint's; returns the env steps already done."""
+        step = (self.checkpoints.latest() or 0) if resume else 0
+        if step:
+            self.state = self.checkpoints.restore(step, self.state)
+            with self._host_path(step).open("rb") as f:
+                host = pickle.load(f)
+            self.updates = host["updates"]
+            for saved in host["slots"]:
+                obs = saved.pop("obs")
+                slot = SeedSlot(**saved, obs=obs)
+                slot.env = self.wrap_env(_make_env(self.cfg, self.info, slot.seed))
+                _restore_env(slot, self.info, obs)
+                self.slots.append(slot)
+        else:
+            for seed in self.seeds:
+                slot = _new_slot(self.cfg, self.info, seed)
+                slot.env = self.wrap_env(_make_env(self.cfg, self.info, seed))
+                _start_episode(slot, self.info)
+                self.slots.append(slot)
+        return step
+
+    def save(self, step: int) -> None:
+        """Host pickle first, then orbax, then older pickles: a crash anywhere leaves a pair."""
+        path = self._host_path(step)
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as f:
+            pickle.dump(
+                {"updates": self.updates, "slots": [s.host_state() for s in self.slots]},
+                f,
+                protocol=pickle.HIGHEST_PROTOCOL,
+            )
+        os.replace(tmp, path)
+        self.checkpoints.save(step, self.state)
+        for old in path.parent.glob("*.pkl"):
+            if old != path:
+                old.unlink()
+
+    # -- one env step --------------------------------------------------------------------------
+
+    def _random_action(self, slot: SeedSlot) -> Any:
+        spaces = self.info.spaces
+        if spaces.action_kind == "discrete":
+            return int(slot.rng.integers(spaces.action_size))
+        low, high = spaces.action_bounds
+        return slot.rng.uniform(low, high).astype(np.float32)
+
+    def _actions(self, step: int) -> list[Any]:
+        """Actions for env step ``step`` (1-based), from the ``step - 1`` steps done so far."""
+        cfg = self.cfg
+        if step - 1 < cfg.initial_samples:
+            return [self._random_action(slot) for slot in self.slots]
+        chosen = np.asarray(self.policy(self.state, np.stack([slot.obs for slot in self.slots]), step))
+        if cfg.algo == "sac":
+            return [a.astype(np.float32) for a in chosen]
+        epsilon = epsilon_at(step - 1, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+        return [
+            int(slot.rng.integers(self.info.spaces.action_size)) if slot.rng.random() < epsilon else int(a)
+            for slot, a in zip(self.slots, chosen)
+        ]
+
+    def _env_step(self, step: int) -> None:
+        for slot, action in zip(self.slots, self._actions(step)):
+            next_obs, reward, terminated, truncated, _ = slot.env.step(action)
+            next_obs = _observe(self.info, next_obs)
+            learn_reward = float(np.clip(reward, -1.0, 1.0)) if self.cfg.clip_rewards else float(reward)
+            slot.replay.store.add(
+                _row(self.info, slot.obs), action, learn_reward, terminated, truncated, _row(self.info, next_obs)
+            )
+            slot.actions.append(action)
+            slot.episode_return += float(reward)
+            slot.episode_length += 1
+            slot.obs = next_obs
+            if terminated or truncated:
+                self.window.setdefault("episodes", []).append(
+                    {
+                        "step": step,
+                        "seed": slot.seed,
+                        "episode": slot.episode,
+                        "return": slot.episode_return,
+                        "length": slot.episode_length,
+                    }
+                )
+                slot.episode += 1
+                _start_episode(slot, self.info)
+
+    # -- updates -------------------------------------------------------------------------------
+
+    def _sample(self) -> tuple[Batch, list[np.ndarray]]:
+        drawn = [slot.replay.sample_with_rows(self.cfg.batch_size, slot.rng) for slot in self.slots]
+        return stack_seeds([batch for batch, _ in drawn]), [rows for _, rows in drawn]
+
+    def _run_updates(self, batches: list[Batch], step: int) -> dict[str, np.ndarray]:
+        chunk = jax.tree.map(lambda *xs: np.stack(xs), *batches) if self.driver == "scan" else batches
+        self.state, aux = self.run_chunk(self.state, chunk)
+        aux = jax.device_get(aux)  # [count, seeds, ...]
+        loss = np.asarray(aux["loss"])
+        if not np.all(np.isfinite(loss)):
+            update, seed_index = np.argwhere(~np.isfinite(loss))[0]
+            kept = self.checkpoints.latest()
+            where = f"{self.checkpoints.path(kept)} (env step {kept})" if kept else "none (no checkpoint yet)"
+            raise TrainingDiverged(
+                f"loss became {loss[update, seed_index]} at env step {step}, update {self.updates + update + 1} "
+                f"(seed {self.seeds[seed_index]}); last good checkpoint: {where}"
+            )
+        self.updates += len(loss)
+        sums = self.window.setdefault("sums", {})
+        for name, value in _loggable(aux).items():
+            sums[name] = sums.get(name, 0.0) + np.asarray(value, np.float64).sum(axis=0)
+        self.window["updates"] = self.window.get("updates", 0) + len(loss)
+        return aux
+
+    def _update(self, count: int, step: int) -> None:
+        """``count`` updates. With PER each update samples after the previous one's priorities
+        are written back (Schaul et al. 2016); otherwise the batches are drawn up front (the replay
+        does not change in between) and run as one chunk."""
+        if not self.cfg.per:
+            self._run_updates([self._sample()[0] for _ in range(count)], step)
+            return
+        for _ in range(count):
+            batch, rows = self._sample()
+            td_abs = np.asarray(self._run_updates([batch], step)["td_abs"])[0]  # [seeds, B]
+            for slot, seed_rows, errors in zip(self.slots, rows, td_abs):
+                slot.replay.update_priorities(seed_rows, errors)
+
+    # -- logging -------------------------------------------------------------------------------
+
+    def _log(self, step: int, elapsed: float, logs: dict[str, CsvLog]) -> list[dict[str, Any]]:
+        cfg, window = self.cfg, self.window
+        episodes = window.get("episodes", [])
+        logs["episodes"].append(episodes)
+        epsilon = (
+            epsilon_at(step, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+            if cfg.algo == "dqn"
+            else None
+        )
+        metric_rows, result_rows = [], []
+        for i, slot in enumerate(self.slots):
+            returns = [e["return"] for e in episodes if e["seed"] == slot.seed]
+            if returns:
+                slot.last_result = float(np.mean(returns))
+            row: dict[str, Any] = {
+                "step": step,
+                "seed": slot.seed,
+                "updates": self.updates,
+                "episodes": len(returns),
+                "episode_return": float(np.mean(returns)) if returns else float("nan"),
+            }
+            if epsilon is not None:
+                row["epsilon"] = epsilon
+            count = window.get("updates", 0)
+            row.update(dict.fromkeys(self.metric_columns, float("nan")))
+            row.update(_flatten_metrics({name: total[i] / count for name, total in window.get("sums", {}).items()}))
+            row["window_seconds"] = round(elapsed, 3)
+            metric_rows.append(row)
+            if slot.last_result is not None:
+                result_rows.append(
+                    result_row(
+                        self.provenance, cfg.algo, cfg.critic, cfg.K, cfg.beta, slot.seed, step, slot.last_result
+                    )
+                )
+        logs["metrics"].append(metric_rows)
+        logs["results"].append(result_rows)
+        self.window = {}
+        return metric_rows
+
+    def run(self, resume: bool) -> None:
+        cfg = self.cfg
+        start = self.start(resume)
+        logs = {
+            "metrics": CsvLog(self.run_dir / METRICS_FILE),
+            "results": CsvLog(self.run_dir / RESULTS_FILE, RESULT_COLUMNS),
+            "episodes": CsvLog(self.run_dir / EPISODES_FILE, EPISODE_COLUMNS),
+        }
+        for log in logs.values():
+            log.drop_after("step", start)
+        bar = tqdm(
+            total=cfg.steps, initial=start, unit="step", desc=f"{cfg.algo} {self.info.name}", disable=not self.progress
+        )
+        started = time.perf_counter()
+        for step in range(start + 1, cfg.steps + 1):
+            self._env_step(step)
+            count = updates_after_step(step, self.utd, cfg.initial_samples)
+            if count:
+                self._update(count, step)
+            bar.update(1)
+            checkpoint = step % cfg.checkpoint_every == 0 or step == cfg.steps
+            if step % cfg.log_every == 0 or checkpoint:
+                rows = self._log(step, time.perf_counter() - started, logs)
+                started = time.perf_counter()
+                returns = [r["episode_return"] for r in rows if np.isfinite(r["episode_return"])]
+                if returns:
+                    bar.set_postfix(ret=f"{np.mean(returns):.4g}", updates=self.updates)
+            if checkpoint:
+                self.save(step)
+        bar.close()
+        if self.owns_envs:
+            for slot in self.slots:
+                slot.env.close()
+
+
+def run_online(
+    cfg: OnlineConfig,
+    info: EnvInfo,
+    family: Family,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+) -> Path:
+    """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
+
+    ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it).
+    """
+    run_dir = Path(cfg.out)
+    provenance = {
+        "config": cfg.to_dict(),
+        "run_id": uuid.uuid4().hex[:12],
+        "config_hash": cfg.config_hash(),
+        "suite": info.suite,
+        "env": info.name,
+        "package_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    prepare_run_dir(run_dir, provenance, resume)
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env).run(resume)
+    return run_dir
