@@ -66,12 +66,13 @@ def collect_datasets(args: argparse.Namespace) -> dict[str, str]:
     import minari
 
     from offline_gitd.data.paths import use_minari_root
+    from offline_gitd.demo import dataset_id
     from offline_gitd.online.collect import CollectRequest, collect
 
     use_minari_root(args.data_dir)
     ids = {}
     for env in ENVS:
-        ids[env] = f"offline_gitd/{env.split('-')[0].lower()}/dqn-{args.collect_steps}-v0"
+        ids[env] = dataset_id(env, args.collect_steps)
         if ids[env] not in minari.list_local_datasets():
             print(f"collecting {args.collect_steps} steps of {env} with DQN -> {ids[env]}", flush=True)
             collect(CollectRequest(env, args.collect_steps, ids[env], policy="dqn", data_dir=args.data_dir))

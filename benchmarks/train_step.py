@@ -3,10 +3,10 @@
 Run by hand on a quiet machine (speed is never asserted by a test):
 
     .venv/bin/python benchmarks/train_step.py                 # everything
-    .venv/bin/python benchmarks/train_step.py --torso mlp     # only the MLP rows
+    .venv/bin/python benchmarks/train_step.py --setup gym-mlp  # only the paper's Gym network
 
 Prints ms per gradient step for each critic with CQL (Nature CNN, batch 32, uint8 84x84x4 frames;
-MLP 2x256, batch 256) under both drivers (``loop``: the jitted step called per batch; ``scan``:
+MLP 2x256, batch 256; the Gym ablation's FC 50-50, batch 32) under both drivers (``loop``: the jitted step called per batch; ``scan``:
 ``lax.scan`` over a chunk of batches per call), the ratio of each critic to td, and the throughput
 of 8 seeds vmapped in one program against 8 single-seed programs run one after the other.
 Targets on 2 CPU cores (issue 4): td-CQL Nature CNN <= 35 ms, gitd/td <= 1.75, 8 seeds >= 3x.
@@ -28,15 +28,20 @@ from offline_gitd.learners.drivers import make_chunk_runner
 from offline_gitd.learners.family import make_discrete_family
 
 SETUPS = {
-    # torso name -> (obs shape, obs dtype, batch size, mlp widths)
-    "nature": ((84, 84, 4), np.uint8, 32, (256, 256)),
-    "mlp": ((8,), np.float32, 256, (256, 256)),
+    # label -> (torso, obs shape, obs dtype, batch size, mlp widths)
+    "nature": ("nature", (84, 84, 4), np.uint8, 32, (256, 256)),
+    "mlp": ("mlp", (8,), np.float32, 256, (256, 256)),
+    # the paper's offline Gym network (FC 50 - FC 50, batch 32): small enough that per-call
+    # overhead, not arithmetic, bounds one seed, which is where seeds in one program pay most
+    "gym-mlp": ("mlp", (8,), np.float32, 32, (50, 50)),
 }
+# updates per timed call: enough that one call lasts well over a millisecond
+DEFAULT_CHUNK = {"nature": 20, "mlp": 200, "gym-mlp": 2000}
 N_ACTIONS = 6
 
 
-def random_batches(rng: np.random.Generator, torso: str, seeds: int, count: int) -> list[Batch]:
-    shape, dtype, batch, _ = SETUPS[torso]
+def random_batches(rng: np.random.Generator, setup: str, seeds: int, count: int) -> list[Batch]:
+    _, shape, dtype, batch, _ = SETUPS[setup]
 
     def obs() -> np.ndarray:
         if dtype == np.uint8:
@@ -56,8 +61,8 @@ def random_batches(rng: np.random.Generator, torso: str, seeds: int, count: int)
     ]
 
 
-def make_family(kind: str, torso: str):
-    shape, dtype, batch, widths = SETUPS[torso]
+def make_family(kind: str, setup: str):
+    torso, shape, dtype, _, widths = SETUPS[setup]
     critic = CriticConfig(kind=kind, K=None if kind in ("td", "tdrc") else 5, T=2000)
     return make_discrete_family(
         critic,
@@ -72,13 +77,13 @@ def make_family(kind: str, torso: str):
     )
 
 
-def ms_per_step(kind: str, torso: str, driver: str, seeds: int, chunk: int, repeats: int) -> float:
+def ms_per_step(kind: str, setup: str, driver: str, seeds: int, chunk: int, repeats: int) -> float:
     """Median wall time per update over ``repeats`` chunks, after one compiling chunk."""
-    family = make_family(kind, torso)
+    family = make_family(kind, setup)
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
     run = make_chunk_runner(family.step, driver)
     rng = np.random.default_rng(0)
-    pool = random_batches(rng, torso, seeds, chunk)
+    pool = random_batches(rng, setup, seeds, chunk)
     device_pool = [jax.device_put(b) for b in pool]
     stacked = jax.device_put(jax.tree.map(lambda *xs: np.stack(xs), *pool))
     batches = stacked if driver == "scan" else device_pool
@@ -94,22 +99,25 @@ def ms_per_step(kind: str, torso: str, driver: str, seeds: int, chunk: int, repe
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--torso", choices=["nature", "mlp", "both"], default="both")
+    parser.add_argument("--setup", choices=[*SETUPS, "all"], default="all", help="which network(s) to time")
     parser.add_argument("--critics", default=",".join(CRITIC_KINDS))
-    parser.add_argument("--chunk", type=int, default=0, help="updates per timed call (default: 20 CNN, 200 MLP)")
+    parser.add_argument(
+        "--chunk", type=int, default=0, help="updates per timed call (default: 20 CNN, 200 MLP, 2000 gym-mlp)"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    torsos = ["nature", "mlp"] if args.torso == "both" else [args.torso]
+    setups = list(SETUPS) if args.setup == "all" else [args.setup]
     critics = args.critics.split(",")
     print(f"backend: {jax.default_backend()}, devices: {jax.devices()}")
-    for torso in torsos:
-        chunk = args.chunk or (20 if torso == "nature" else 200)
-        _, _, batch, _ = SETUPS[torso]
-        print(f"\n{torso} torso, batch {batch}, CQL, K = 5 for itd/gitd: ms per gradient step")
+    for setup in setups:
+        torso, _, _, batch, widths = SETUPS[setup]
+        chunk = args.chunk or DEFAULT_CHUNK[setup]
+        shape = "" if torso == "nature" else f" {'x'.join(map(str, widths))}"
+        print(f"\n{setup}: {torso}{shape} torso, batch {batch}, CQL, K = 5 for itd/gitd: ms per gradient step")
         print(f"{'critic':8s}{'loop':>10s}{'scan':>10s}{'loop/td':>10s}{'scan/td':>10s}")
         results = {}
         for kind in critics:
-            results[kind] = {d: ms_per_step(kind, torso, d, 1, chunk, args.repeats) for d in ("loop", "scan")}
+            results[kind] = {d: ms_per_step(kind, setup, d, 1, chunk, args.repeats) for d in ("loop", "scan")}
         for kind in critics:
             row = results[kind]
             base = results.get("td", row)
@@ -117,11 +125,12 @@ def main() -> None:
                 f"{kind:8s}{row['loop']:10.2f}{row['scan']:10.2f}"
                 f"{row['loop'] / base['loop']:10.2f}{row['scan'] / base['scan']:10.2f}"
             )
-    if "mlp" in torsos:
-        print("\n8 seeds in one program vs 8 sequential programs (MLP, scan driver)")
+    for setup in (s for s in setups if SETUPS[s][0] == "mlp"):
+        print(f"\n8 seeds in one program vs 8 sequential programs ({setup}, scan driver)")
         for kind in critics:
-            one = ms_per_step(kind, "mlp", "scan", 1, 200, args.repeats)
-            eight = ms_per_step(kind, "mlp", "scan", 8, 200, args.repeats)
+            chunk = args.chunk or DEFAULT_CHUNK[setup]
+            one = ms_per_step(kind, setup, "scan", 1, chunk, args.repeats)
+            eight = ms_per_step(kind, setup, "scan", 8, chunk, args.repeats)
             print(
                 f"{kind:8s} one seed {one:6.2f} ms/step; 8 seeds {eight:6.2f} ms/step -> "
                 f"throughput {8 * one / eight:4.2f}x sequential"

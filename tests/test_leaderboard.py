@@ -255,3 +255,34 @@ def test_unequal_runs_per_env_are_refused() -> None:
     scored = normalise(to_frame(rows), "baseline", "cql:td")
     with pytest.raises(UsageError, match="unequal numbers of runs per env"):
         summarise(scored, "cql:td", reps=10, seed=0)
+
+
+def test_auc_relative_to_a_negative_baseline_auc_keeps_order_and_intervals() -> None:
+    """LunarLander-like curves: every method starts far below the baseline's final score, so the
+    baseline's IQM AUC is negative. The better method must still rank above the baseline, the
+    worse one below, and every interval must run from low to high."""
+    rows = []
+    for seed in range(4):
+        for critic, K, final in (("td", 1, -20.0), ("gitd", 5, 0.0), ("itd", 5, -60.0)):
+            for step, value in ((0, -300.0 + seed), (5, final + seed)):
+                rows.append(
+                    row(
+                        env="LunarLander-v3",
+                        suite="gym",
+                        critic=critic,
+                        K=K,
+                        beta=1.0,
+                        seed=seed,
+                        step=step,
+                        value=value,
+                    )
+                )
+    scored = normalise(to_frame(rows), "baseline", "cql:td")
+    summary = {item.method: item for item in summarise(scored, "cql:td", reps=200, seed=0)}
+    base_sum = scored[scored["method"] == "cql:td"].groupby("run")["score"].sum()
+    assert base_sum.max() < 0  # the case this test is about
+    td, gitd, itd = summary["cql:td"].auc, summary["cql:gitd"].auc, summary["cql:itd"].auc
+    assert td.value == pytest.approx(1.0)
+    assert itd.value < td.value < gitd.value
+    for interval in (td, gitd, itd):
+        assert interval.low <= interval.high

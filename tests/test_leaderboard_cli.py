@@ -110,3 +110,19 @@ def test_leaderboard_help_imports_no_heavy_library() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+EXAMPLE_BOARDS = sorted((Path(__file__).resolve().parents[1] / "leaderboards").rglob("*.csv"))
+EXAMPLE_BOARDS = [path for path in EXAMPLE_BOARDS if "reference" not in path.parts]
+
+
+@pytest.mark.parametrize("path", EXAMPLE_BOARDS, ids=lambda path: path.name)
+def test_committed_example_boards_are_valid_and_show(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The example boards in leaderboards/ come from real runs; each must still parse under the
+    current schema and produce a leaderboard against CQL."""
+    assert main(["leaderboard", "show", "--board", str(path), "--baseline", "cql:td", "--reps", "50"]) == 0
+    assert "cql:gitd" in capsys.readouterr().out
+
+
+def test_there_is_an_example_board() -> None:
+    assert EXAMPLE_BOARDS, "leaderboards/ should hold at least one example board from real runs"

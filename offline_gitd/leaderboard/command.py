@@ -44,7 +44,8 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         "--normalise",
         choices=NORMALISATIONS,
         default="baseline",
-        help="baseline: by the baseline's mean final score per env (the paper); human: Atari "
+        help="baseline: relative to the baseline's mean final score b per env, x / b for b > 0 as in the "
+        "paper and 1 + (x - b) / |b| for b < 0, so 1 is the baseline and higher is better; human: Atari "
         "(x - random) / (human - random); d4rl: 100 (x - min) / (max - min) (default %(default)s)",
     )
     parser.add_argument(

@@ -22,7 +22,7 @@ from offline_gitd.leaderboard.stats import MethodSummary
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("method", "Method"),
     ("iqm", "IQM final"),
-    ("auc", "IQM AUC / baseline"),
+    ("auc", "IQM AUC rel. baseline"),
     ("p_improve", "P(improvement)"),
     ("envs", "Envs"),
     ("seeds", "Seeds"),
@@ -117,7 +117,9 @@ def render_page(
 <p>Scores are {html.escape(how)}-normalised; baseline <code>{html.escape(baseline)}</code>.
 IQM over all runs &times; envs with 95% stratified bootstrap intervals in brackets; a run's final
 score is its return at its last logged step; AUC is the sum of a run's normalised scores over its
-logged steps, IQM'd, divided by the baseline's. Click a column header to sort.</p>
+logged steps, IQM'd, relative to the baseline's (the ratio when the baseline's is positive,
+1 + difference / |baseline| when it is negative, so that 1 is always the baseline and higher is
+always better). Click a column header to sort.</p>
 <table id="leaderboard">
 <thead><tr>{head}</tr></thead>
 <tbody>

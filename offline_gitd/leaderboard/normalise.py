@@ -9,7 +9,7 @@ the baseline refers to.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.reference import MINARI_TO_D4RL, atari_scores, d4rl_scores
@@ -84,6 +84,14 @@ def baseline_denominators(frame: pd.DataFrame, baseline: str) -> pd.Series:
     return means
 
 
+def relative_to(value: Any, reference: Any) -> Any:
+    """``1 + (value - reference) / |reference|``: the paper's ``value / reference`` when the
+    reference is positive, and still order-preserving (higher value, higher result; the reference
+    itself maps to 1) when it is negative, where the plain ratio would rank a better value lower.
+    Works on floats, numpy arrays and pandas series alike."""
+    return 1.0 + (value - reference) / abs(reference)
+
+
 def normalise(frame: pd.DataFrame, how: str, baseline: str) -> pd.DataFrame:
     """A copy of ``frame`` with a ``score`` column: each return normalised ``how``.
 
@@ -97,7 +105,7 @@ def normalise(frame: pd.DataFrame, how: str, baseline: str) -> pd.DataFrame:
     scored = frame.copy()
     if how == "baseline":
         reference = scored["env"].map(baseline_denominators(frame, baseline))
-        scored["score"] = 1.0 + (scored["return"] - reference) / reference.abs()
+        scored["score"] = relative_to(scored["return"], reference)
         return scored
     if how == "human":
         table = {env: scores for env, scores in atari_scores().items() if None not in scores}

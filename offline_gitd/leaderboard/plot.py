@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 SMOOTHING_WINDOW = 5
 SCORE_LABEL = {
-    "baseline": "score / baseline final score",
+    "baseline": "score relative to baseline final (1 = baseline)",
     "human": "human-normalised score",
     "d4rl": "D4RL-normalised score",
 }
@@ -89,7 +89,10 @@ def aggregate_figure(
 
     positions = np.arange(len(summaries))[::-1]
     values = np.array([item.auc.value for item in summaries])
+    # A percentile bootstrap interval need not contain its point estimate (IQMs of a few tied
+    # runs); the bar then shows no whisker on that side rather than a negative one.
     errors = np.array([[item.auc.value - item.auc.low, item.auc.high - item.auc.value] for item in summaries]).T
+    errors = np.clip(errors, 0.0, None)
     bars.barh(
         positions,
         values,
@@ -100,7 +103,7 @@ def aggregate_figure(
     )
     bars.axvline(1.0, color="black", linestyle="--", linewidth=1)
     bars.set_yticks(positions, methods)
-    bars.set_xlabel(f"IQM AUC / IQM AUC of {baseline}")
+    bars.set_xlabel(f"IQM AUC relative to {baseline} (1 = baseline)")
     bars.set_title("Normalised AUC (95% CI)")
     bars.grid(axis="x", alpha=0.3)
     return figure

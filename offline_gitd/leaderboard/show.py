@@ -94,7 +94,7 @@ def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str
         writer.writeheader()
         writer.writerows(rows)
         return buffer.getvalue().rstrip("\n")
-    titles = ("method", f"IQM final ({how})", "IQM AUC / baseline", f"P(> {baseline})", "envs", "seeds")
+    titles = ("method", f"IQM final ({how})", "IQM AUC rel. baseline", f"P(> {baseline})", "envs", "seeds")
     lines = [
         (
             str(r["method"]),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from offline_gitd.errors import UsageError
-from offline_gitd.leaderboard.normalise import final_scores
+from offline_gitd.leaderboard.normalise import final_scores, relative_to
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,9 +131,12 @@ def _estimate(library: ModuleType, scores: object, func: Callable[..., object], 
 def summarise(scored: pd.DataFrame, baseline: str, reps: int, seed: int) -> list[MethodSummary]:
     """Per method: IQM of final scores, normalised IQM AUC, P(method > baseline), with CIs.
 
-    AUC: each run's scores summed over its logged steps, IQM'd over runs x envs, divided by the
-    baseline's IQM AUC; the CI is the method's bootstrap CI divided by the same (fixed) baseline
-    point estimate. Probability of improvement is taken over the envs the method shares with the
+    AUC: each run's scores summed over its logged steps, IQM'd over runs x envs, relative to the
+    baseline's IQM AUC A_b with ``relative_to``: A / A_b when A_b > 0 (the paper's ratio), and an
+    order-preserving 1 + (A - A_b) / |A_b| when A_b < 0 (returns that start far below the
+    baseline's final score, as in LunarLander, sum to a negative A_b; a plain ratio would then rank
+    the worst method first and flip its interval). The CI is the method's bootstrap CI mapped the
+    same way through the same (fixed) baseline point estimate. Probability of improvement is taken over the envs the method shares with the
     baseline (rliable averages it per env), ``None`` where it shares none.
     """
     library, metrics = rliable_modules()
@@ -149,7 +152,7 @@ def summarise(scored: pd.DataFrame, baseline: str, reps: int, seed: int) -> list
         envs = sorted(set(mine["env"]))
         iqm = _estimate(library, run_matrix(mine, "score", envs), metrics.aggregate_iqm, reps, seed)
         raw_auc = _estimate(library, run_matrix(mine, "auc", envs), metrics.aggregate_iqm, reps, seed)
-        auc = Interval(raw_auc.value / base_auc, raw_auc.low / base_auc, raw_auc.high / base_auc)
+        auc = Interval(*(relative_to(x, base_auc) for x in (raw_auc.value, raw_auc.low, raw_auc.high)))
         shared = [env for env in envs if env in base_envs]
         improvement = None
         if shared:
