@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install chromium demo test test-slow lint clean
+.PHONY: install chromium demo test test-slow test-tfds lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,21 @@ test: install chromium
 test-slow: install
 	$(BIN)/python -m pytest -m slow
 
+# The optional TFDS read path (tensorflow-cpu + tensorflow-datasets, ~3 GB) in its own venv, so the
+# main one stays TensorFlow-free; tests/test_rlu_tfds.py skips itself where TFDS is not installed.
+TFDS_VENV := .venv-tfds
+TFDS_STAMP := $(TFDS_VENV)/.installed-stamp
+
+$(TFDS_STAMP): pyproject.toml
+	test -x $(TFDS_VENV)/bin/python || $(PYTHON) -m venv $(TFDS_VENV)
+	$(TFDS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[tfds,dev]'
+	touch $(TFDS_STAMP)
+
+test-tfds: $(TFDS_STAMP)
+	$(TFDS_VENV)/bin/python -m pytest tests/test_rlu_tfds.py tests/test_rlu.py
+
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(TFDS_VENV) .pytest_cache build *.egg-info

@@ -16,7 +16,7 @@ from offline_gitd.envs.atari import (
     make_atari_env,
     resolve_game,
 )
-from offline_gitd.envs.make import describe_spaces, evaluate, make_env
+from offline_gitd.envs.make import describe_spaces, evaluate, evaluate_policies, make_env
 from offline_gitd.errors import UsageError
 
 
@@ -223,6 +223,28 @@ def test_evaluate_returns_one_deterministic_return_per_episode() -> None:
     assert not np.array_equal(returns, evaluate(_cartpole_policy, env_fn, episodes=5, seed=8, epsilon=0.3))
     with pytest.raises(UsageError, match="epsilon"):
         evaluate(lambda o: np.zeros((len(o), 1)), lambda: make_env("Pendulum-v1", 0), 1, 0)
+
+
+def test_evaluate_policies_gives_each_policy_its_own_evaluation() -> None:
+    """Several policies stepped together (one batched call per env step) get exactly the returns
+    each would get evaluated alone, with its own env factory and seed."""
+
+    def env_fn() -> gym.Env:
+        return make_env("CartPole-v1", 0, max_episode_steps=100)
+
+    def opposite(obs: np.ndarray) -> np.ndarray:
+        return 1 - _cartpole_policy(obs)
+
+    def both(obs: np.ndarray) -> np.ndarray:
+        assert obs.shape[:2] == (2, 3)  # [policies, slots]: a fixed shape, one compile
+        return np.stack([_cartpole_policy(obs[0]), opposite(obs[1])])
+
+    together = evaluate_policies(both, [env_fn, env_fn], episodes=5, seeds=[7, 9], epsilon=0.3, num_envs=3)
+    assert together.shape == (2, 5)
+    np.testing.assert_array_equal(together[0], evaluate(_cartpole_policy, env_fn, 5, 7, 0.3, num_envs=3))
+    np.testing.assert_array_equal(together[1], evaluate(opposite, env_fn, 5, 9, 0.3, num_envs=3))
+    with pytest.raises(UsageError, match="one env factory per seed"):
+        evaluate_policies(both, [env_fn], episodes=1, seeds=[1, 2])
 
 
 def test_evaluate_counts_truncated_atari_episodes() -> None:

@@ -153,17 +153,22 @@ def test_non_finite_loss_stops_naming_the_step_and_keeps_the_checkpoint(dataset,
     real_open = datasets.open_offline_data
 
     class PoisonedReplay:
-        """Corrupt data from the 100th sampled batch on (epoch 2, after 60 steps per epoch)."""
+        """Corrupt every seed's data from its 71st update on (epoch 2, after 60 steps per epoch)."""
 
         def __init__(self, replay):
-            self.replay, self.calls = replay, 0
+            self.replay, self.drawn, self.calls = replay, [0, 0], 0
 
-        def sample(self, batch_size, rng):
-            batch = self.replay.sample(batch_size, rng)
-            self.calls += batch_size == cfg.batch_size  # not the one-sample shape probe
-            if self.calls > 2 * 70:  # two seeds sample per step
-                batch = batch._replace(reward=np.full_like(batch.reward, np.nan))
-            return batch
+        def sample(self, batch_size, rng):  # the one-sample shape probe
+            return self.replay.sample(batch_size, rng)
+
+        def sample_chunk(self, batch_size, count, rng):
+            chunk = self.replay.sample_chunk(batch_size, count, rng)
+            seed = self.calls % 2  # each chunk asks seed 0, then seed 1
+            done, self.calls = self.drawn[seed], self.calls + 1
+            self.drawn[seed] += count
+            reward = chunk.reward.copy()
+            reward[np.arange(done, done + count) >= 70] = np.nan
+            return chunk._replace(reward=reward)
 
     def poisoned_open(cfg):
         data = real_open(cfg)

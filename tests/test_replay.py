@@ -284,3 +284,18 @@ def test_first_fraction_cuts_at_transition_granularity():
     assert store.num_transitions == 9
     batch = Replay(store, n_step=3, gamma=GAMMA).batch_at(np.array([8]))
     assert batch.discount[0] == pytest.approx(GAMMA) and batch.next_obs[0, 0, 0, -1] == 10
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_sample_chunk_equals_successive_samples(episodes, prioritized):
+    """One gather for a chunk of updates gives exactly the batches that step-by-step sampling on
+    the same generator gives (uniform: one draw of n*b rows consumes the stream as n draws of b),
+    so the learner's results do not depend on how many updates run per compiled call."""
+    store = store_from_arrays(episodes)
+    replay = Replay(store, n_step=2, gamma=GAMMA, prioritized=prioritized)
+    chunk = replay.sample_chunk(8, 5, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    steps = [replay.sample(8, rng) for _ in range(5)]
+    for field, per_step in zip(chunk, zip(*steps, strict=True), strict=True):
+        assert field.shape[:2] == (5, 8)
+        np.testing.assert_array_equal(field, np.stack(per_step))

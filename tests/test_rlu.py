@@ -67,6 +67,9 @@ def test_rlds_view_roundtrip(shards):
         assert steps["is_first"][0] and steps["is_first"].sum() == 1
         assert steps["is_last"][-1] and steps["is_last"].sum() == 1
         assert steps["is_terminal"].sum() == episode.terminal and steps["is_terminal"][-1] == episode.terminal
+        # TFDS's layout (checked against TFDS itself in test_rlu_tfds.py): terminal discounts move one step earlier
+        tfds_discounts = np.append(episode.discounts[1:], 0.0) if episode.terminal else episode.discounts
+        np.testing.assert_array_equal(steps["discount"], tfds_discounts)
         back = rlu_episode_from_rlds(rlds)
         np.testing.assert_array_equal(back.frames, episode.frames)
         np.testing.assert_array_equal(back.clipped_rewards, episode.clipped_rewards)

@@ -329,6 +329,22 @@ class Replay:
         self._tree = SumTree(max(2, store.num_rows)) if prioritized else None
         self._max_priority = 1.0
         self._synced_rows = 0
+        self._transition_rows_cache: tuple[int, np.ndarray] | None = None
+
+    def transition_rows(self) -> np.ndarray:
+        """Every row that starts a transition, cached until the store grows.
+
+        Uniform draws index this directly instead of rejecting rows that start no transition, so
+        a draw of ``n * b`` rows consumes the generator exactly as ``n`` draws of ``b`` do: that
+        is what lets :meth:`sample_chunk` gather a whole chunk at once and still give the same
+        batches as step-by-step sampling.
+        """
+        num_rows = self.store.num_rows
+        if self._transition_rows_cache is None or self._transition_rows_cache[0] != num_rows:
+            rows = np.arange(num_rows, dtype=np.int64)
+            _, ends = self.store.locate(rows)
+            self._transition_rows_cache = (num_rows, rows[self.store.starts_transition(rows, ends)])
+        return self._transition_rows_cache[1]
 
     def _sync_priorities(self) -> None:
         """Give rows that became transitions since the last call the maximum priority."""
@@ -347,22 +363,17 @@ class Replay:
     def sample_rows(self, batch_size: int, rng: np.random.Generator | int | None) -> tuple[np.ndarray, np.ndarray]:
         """Draw ``batch_size`` transition-start rows and their importance weights.
 
-        Uniform draws reject rows that start no transition (one per truncated episode) and redraw
-        them, which keeps the cost O(batch) however large the store; prioritised draws are
-        stratified over ``batch_size`` equal slices of the total priority.
+        Uniform draws pick among :meth:`transition_rows` (rows that start no transition, one per
+        truncated episode, are never drawn); prioritised draws are stratified over ``batch_size``
+        equal slices of the total priority.
         """
         rng = np.random.default_rng(rng)
         store = self.store
         if store.num_transitions == 0:
             raise ValueError("the replay holds no transition yet")
         if self._tree is None:
-            rows = rng.integers(0, store.num_rows, batch_size)
-            while True:
-                _, ends = store.locate(rows)
-                bad = ~store.starts_transition(rows, ends)
-                if not bad.any():
-                    return rows, np.ones(batch_size, np.float32)
-                rows[bad] = rng.integers(0, store.num_rows, int(bad.sum()))
+            candidates = self.transition_rows()
+            return candidates[rng.integers(0, len(candidates), batch_size)], np.ones(batch_size, np.float32)
         self._sync_priorities()
         total = self._tree.total
         targets = (np.arange(batch_size) + rng.random(batch_size)) * (total / batch_size)
@@ -374,6 +385,20 @@ class Replay:
     def sample(self, batch_size: int, rng: np.random.Generator | int | None) -> Batch:
         """A batch of ``batch_size`` transitions; deterministic for a given generator state."""
         return self.sample_with_rows(batch_size, rng)[0]
+
+    def sample_chunk(self, batch_size: int, count: int, rng: np.random.Generator) -> Batch:
+        """``count`` batches at once, each field shaped ``[count, batch_size, ...]``.
+
+        For uniform sampling this equals ``count`` successive :meth:`sample` calls on ``rng``
+        (tested) but gathers every row in one pass, which is what keeps a host feeding a compiled
+        multi-step update from spending its time in per-batch overhead. Prioritised sampling
+        draws batch by batch, as its stratification is per batch.
+        """
+        if self._tree is not None:
+            batches = [self.sample(batch_size, rng) for _ in range(count)]
+            return Batch(*(np.stack(field) for field in zip(*batches, strict=True)))
+        rows, _ = self.sample_rows(batch_size * count, rng)
+        return Batch(*(field.reshape(count, batch_size, *field.shape[1:]) for field in self.batch_at(rows)))
 
     def sample_with_rows(self, batch_size: int, rng: np.random.Generator | int | None) -> tuple[Batch, np.ndarray]:
         """A batch and the rows it came from (to pass back to :meth:`update_priorities`)."""

@@ -125,9 +125,22 @@ def iter_tfds_episodes(
 ) -> Iterator[RLUEpisode]:
     """Read one checkpoint through TFDS ``rlu_atari_checkpoints_ordered/{game}_run_{run}``.
 
-    Needs the optional ``tfds`` extra (``tensorflow-cpu``, ``tensorflow-datasets``), which is not
-    installed in the development environment: this path is untested there. TFDS stores RLDS
-    episodes with the unclipped reward only, so the clipped rewards are recomputed by clipping.
+    The builder config is ``{game}_run_{run}`` (game capitalised as in the bucket, e.g.
+    ``Pong_run_1``) and the split ``checkpoint_{checkpoint:02d}``, the checkpoint's shard of
+    ``gs://rl_unplugged/atari_episodes_ordered``. Without prepared data in ``data_dir`` (default
+    ``~/tensorflow_datasets``) ``tfds.load`` first prepares the whole run, every checkpoint, from
+    that bucket. TFDS keeps only the unclipped rewards, so the clipped ones are recomputed by
+    clipping, and stores a terminal episode's discounts one step earlier, which
+    :func:`~offline_gitd.data.rlds.rlu_episode_from_rlds` moves back: the episodes equal
+    :func:`iter_rlu_episodes`'s on the same shard.
+
+    Needs the optional ``tfds`` extra; ``make test-tfds`` runs ``tests/test_rlu_tfds.py`` in its
+    own venv. Those tests run TFDS's real builder, not the real data (the bucket was not reachable
+    where they were written): the config and split names are checked against the builder's, for
+    every game and run of the registry; ``tfds.testing.mock_data`` (random episodes through the
+    builder's real feature spec) checks the conversion's shapes, dtypes and flags; and a run that
+    the builder itself prepared from local shards in the bucket's layout checks that these
+    episodes equal :func:`iter_rlu_episodes`'s.
     """
     try:
         import tensorflow_datasets as tfds

@@ -11,7 +11,7 @@ epsilon-greedy evaluation of the paper's offline Atari protocol (epsilon 0.001).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import gymnasium as gym
@@ -93,59 +93,87 @@ def evaluate(
     """Return the undiscounted return of each of ``episodes`` evaluation episodes.
 
     Up to ``num_envs`` episodes run side by side and ``policy_fn`` gets their observations as one
-    batch ``[B, *obs_shape]`` and returns ``B`` actions. With probability ``epsilon`` a discrete
-    action is replaced by a uniform random one (epsilon 0.001 is the offline Atari protocol);
-    continuous actions must use ``epsilon=0``. An episode that hits its env's step cap
-    (truncation) counts the return collected so far. Episode ``i`` is reset with a seed and uses
-    an exploration RNG derived from ``(seed, i)`` alone, so the returns are deterministic given
-    ``seed`` and a deterministic ``policy_fn``, whatever ``num_envs``. Build ``env_fn`` without
-    reward clipping so that the returns are game scores.
+    batch ``[num_envs, *obs_shape]`` (fixed, so a jitted policy compiles once; a slot whose
+    episodes are all done holds its last observation) and returns as many actions. With
+    probability ``epsilon`` a discrete action is replaced by a uniform random one (epsilon 0.001
+    is the offline Atari protocol); continuous actions must use ``epsilon=0``. An episode that
+    hits its env's step cap (truncation) counts the return collected so far. Episode ``i`` is
+    reset with a seed and uses an exploration RNG derived from ``(seed, i)`` alone, so the returns
+    are deterministic given ``seed`` and a deterministic ``policy_fn``, whatever ``num_envs``.
+    Build ``env_fn`` without reward clipping so that the returns are game scores.
+    """
+    return evaluate_policies(
+        lambda obs: np.asarray(policy_fn(obs[0]))[None], [env_fn], episodes, [seed], epsilon, num_envs=num_envs
+    )[0]
+
+
+def evaluate_policies(
+    policy_fn: Callable[[np.ndarray], np.ndarray],
+    env_fns: Sequence[Callable[[], gym.Env]],
+    episodes: int,
+    seeds: Sequence[int],
+    epsilon: float = 0.001,
+    *,
+    num_envs: int = 8,
+) -> np.ndarray:
+    """:func:`evaluate` for ``P`` policies at once (one per training seed): returns ``[P, episodes]``.
+
+    ``policy_fn`` gets ``[P, B, *obs_shape]`` (B = min(num_envs, episodes) slots per policy) and
+    returns ``[P, B]`` actions, so a vmapped learner acts for all its seeds in one call per env
+    step instead of one call per seed. Policy ``p`` plays in envs from ``env_fns[p]`` with the
+    episode seeds of ``seeds[p]``: its returns equal ``evaluate`` of that policy alone (tested).
     """
     if episodes < 1 or num_envs < 1:
         raise UsageError(f"episodes and num_envs must be >= 1, got {episodes} and {num_envs}")
     if not 0.0 <= epsilon <= 1.0:
         raise UsageError(f"epsilon must be in [0, 1], got {epsilon}")
-    envs = [env_fn() for _ in range(min(num_envs, episodes))]
-    spaces = describe_spaces(envs[0])
+    if len(env_fns) != len(seeds) or not seeds:
+        raise UsageError(f"need one env factory per seed, got {len(env_fns)} for {len(seeds)} seed(s)")
+    slots = min(num_envs, episodes)
+    envs = [[env_fn() for _ in range(slots)] for env_fn in env_fns]
+    spaces = describe_spaces(envs[0][0])
     if spaces.action_kind == "continuous" and epsilon > 0:
+        for row in envs:
+            for env in row:
+                env.close()
         raise UsageError("epsilon-greedy needs discrete actions; evaluate with epsilon=0")
 
-    returns = np.zeros(episodes, np.float64)
-    seeds = [np.random.SeedSequence([seed, i]) for i in range(episodes)]
-    episode_of: list[int | None] = [None] * len(envs)  # the episode each env is running
-    obs: list[np.ndarray | None] = [None] * len(envs)
-    rngs: list[np.random.Generator | None] = [None] * len(envs)
-    next_episode = 0
+    returns = np.zeros((len(seeds), episodes), np.float64)
+    episode_seeds = [[np.random.SeedSequence([seed, i]) for i in range(episodes)] for seed in seeds]
+    episode_of = np.full((len(seeds), slots), -1)  # the episode each env is running, -1: none
+    obs: list[list[np.ndarray | None]] = [[None] * slots for _ in seeds]
+    rngs: list[list[np.random.Generator | None]] = [[None] * slots for _ in seeds]
+    next_episode = [0] * len(seeds)
 
-    def start(slot: int) -> None:
-        nonlocal next_episode
-        if next_episode == episodes:
-            episode_of[slot] = None
+    def start(p: int, slot: int) -> None:
+        if next_episode[p] == episodes:
+            episode_of[p, slot] = -1
             return
-        env_seed, rng_seed = seeds[next_episode].spawn(2)
-        obs[slot], _ = envs[slot].reset(seed=int(env_seed.generate_state(1)[0]))
-        rngs[slot] = np.random.default_rng(rng_seed)
-        episode_of[slot] = next_episode
-        next_episode += 1
+        env_seed, rng_seed = episode_seeds[p][next_episode[p]].spawn(2)
+        obs[p][slot], _ = envs[p][slot].reset(seed=int(env_seed.generate_state(1)[0]))
+        rngs[p][slot] = np.random.default_rng(rng_seed)
+        episode_of[p, slot] = next_episode[p]
+        next_episode[p] += 1
 
-    for slot in range(len(envs)):
-        start(slot)
+    for p in range(len(seeds)):
+        for slot in range(slots):
+            start(p, slot)
     try:
-        while True:
-            active = [slot for slot, ep in enumerate(episode_of) if ep is not None]
-            if not active:
-                return returns
-            actions = np.asarray(policy_fn(np.stack([obs[slot] for slot in active])))
-            for slot, action in zip(active, actions):
-                rng = rngs[slot]
+        while (episode_of >= 0).any():
+            actions = np.asarray(policy_fn(np.stack([np.stack(row) for row in obs])))
+            for p, slot in zip(*np.nonzero(episode_of >= 0), strict=True):
+                action = actions[p, slot]
+                rng = rngs[p][slot]
                 if epsilon > 0 and rng.random() < epsilon:
                     action = rng.integers(spaces.action_size)
                 if spaces.action_kind == "discrete":
                     action = int(action)
-                obs[slot], reward, terminated, truncated, _ = envs[slot].step(action)
-                returns[episode_of[slot]] += float(reward)
+                obs[p][slot], reward, terminated, truncated, _ = envs[p][slot].step(action)
+                returns[p, episode_of[p, slot]] += float(reward)
                 if terminated or truncated:
-                    start(slot)
+                    start(p, slot)
+        return returns
     finally:
-        for env in envs:
-            env.close()
+        for row in envs:
+            for env in row:
+                env.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from offline_gitd import __version__
 from offline_gitd.batch import Batch
-from offline_gitd.envs.make import SpaceInfo, evaluate
+from offline_gitd.envs.make import SpaceInfo, evaluate_policies
 from offline_gitd.errors import UsageError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
@@ -65,9 +65,11 @@ def stack_seeds(batches: list[Batch]) -> Batch:
     return Batch(*(np.stack(field) for field in zip(*batches, strict=True)))
 
 
-def _seed_batches(replay: Any, batch_size: int, rngs: list[np.random.Generator], count: int) -> Iterator[Batch]:
-    for _ in range(count):
-        yield stack_seeds([replay.sample(batch_size, rng) for rng in rngs])
+def _seed_batches(replay: Any, batch_size: int, rngs: list[np.random.Generator], count: int) -> Batch:
+    """``count`` updates' batches for every seed, fields ``[count, seeds, batch, ...]``: each seed
+    draws its whole chunk from its own stream in one gather."""
+    per_seed = [replay.sample_chunk(batch_size, count, rng) for rng in rngs]
+    return Batch(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True)))
 
 
 def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
@@ -114,7 +116,8 @@ def run_offline(
 
     driver = choose_driver(cfg.driver, cfg.torso)
     run_chunk = make_chunk_runner(family.step, driver)
-    act = jax.jit(family.act)
+    # acts for every seed at once, each seed's state on that seed's observations [seeds, envs, ...]
+    act = jax.jit(jax.vmap(family.act))
     for epoch in range(start_epoch + 1, cfg.epochs + 1):
         started = time.perf_counter()
         rngs = [np.random.default_rng([seed, epoch]) for seed in seeds]
@@ -130,8 +133,8 @@ def run_offline(
         while done < cfg.steps_per_epoch:
             count = min(cfg.updates_per_call, cfg.steps_per_epoch - done)
             batches = _seed_batches(data.replay, cfg.batch_size, rngs, count)
-            if driver == "scan":
-                batches = jax.tree.map(lambda *xs: np.stack(xs), *batches)
+            if driver == "loop":
+                batches = [Batch(*(field[i] for field in batches)) for i in range(count)]
             state, aux = run_chunk(state, batches)
             loss = np.asarray(aux["loss"])  # [count, seeds]: the one host read per chunk
             if not np.all(np.isfinite(loss)):
@@ -182,19 +185,17 @@ def run_offline(
     return run_dir
 
 
-def _evaluate_seeds(cfg, data, family, act, state, seeds, epoch) -> list[np.ndarray]:
+def _evaluate_seeds(cfg, data, family, batched_act, state, seeds, epoch) -> list[np.ndarray]:
+    """Every seed's evaluation episodes, stepped together: one batched policy call per env step
+    for all seeds (the learner's vmapped state acts for each seed on that seed's envs)."""
     if not cfg.eval_episodes:
         return [np.zeros(0) for _ in seeds]
-    returns = []
-    for i, seed in enumerate(seeds):
-        seed_state = jax.tree.map(lambda x: x[i], state)
-        key = jax.random.PRNGKey(seed)
+    keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
 
-        def policy(obs: np.ndarray, seed_state=seed_state, key=key) -> np.ndarray:
-            return np.asarray(act(seed_state, jnp.asarray(obs), key))
+    def policy(obs: np.ndarray) -> np.ndarray:
+        return np.asarray(batched_act(state, jnp.asarray(obs), keys))
 
-        eval_seed = int(np.random.SeedSequence([seed, epoch, 1]).generate_state(1)[0])
-        returns.append(
-            evaluate(policy, lambda: data.make_eval_env(eval_seed), cfg.eval_episodes, eval_seed, cfg.eval_epsilon)
-        )
-    return returns
+    eval_seeds = [int(np.random.SeedSequence([seed, epoch, 1]).generate_state(1)[0]) for seed in seeds]
+    env_fns = [lambda eval_seed=eval_seed: data.make_eval_env(eval_seed) for eval_seed in eval_seeds]
+    returns = evaluate_policies(policy, env_fns, cfg.eval_episodes, eval_seeds, cfg.eval_epsilon)
+    return list(returns)
