@@ -12,6 +12,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,7 @@ class Browser:
             stderr=subprocess.DEVNULL,
             preexec_fn=wire_pipes,
             pass_fds=(3, 4),  # kept open after preexec_fn wires them
+            start_new_session=True,  # its own process group, so close() ends its helpers too
         )
         os.close(to_browser_read)
         os.close(from_browser_write)
@@ -122,7 +124,12 @@ class Browser:
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
 
     def close(self) -> None:
-        self.process.kill()
+        # Kill the whole group: Chromium's renderer and crashpad children outlive the main process
+        # and keep writing the profile, which made removing it fail now and then.
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.process.wait(timeout=TIMEOUT_S)
         os.close(self._to_browser)
         os.close(self._from_browser)
@@ -134,7 +141,8 @@ def browser() -> Iterator[Browser]:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("chromium not installed (CI=true): run `make chromium`")
         pytest.skip("chromium not installed")
-    with tempfile.TemporaryDirectory() as profile:
+    # A helper may still be exiting after the group kill: a leftover file must not fail the test.
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         driver = Browser(CHROMIUM, Path(profile))
         try:
             target = driver.send("Target.createTarget", {"url": "about:blank"})["targetId"]
