@@ -163,21 +163,30 @@ def _umask() -> int:
     return current
 
 
-def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool) -> SubmitReport:
-    """Validate the runs' rows and append them to ``board`` (created with a header if absent)."""
+def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_existing: bool = False) -> SubmitReport:
+    """Validate the runs' rows and append them to ``board`` (created with a header if absent).
+
+    ``skip_existing`` makes a submit idempotent, for a sweep that may submit a run again after a
+    crash or once the run has grown: rows already on the board under the same run, seed and step
+    are left out instead of refused; every other row is checked as usual.
+    """
     if not run_dirs:
         raise UsageError("no run directories given")
     if not board.parent.is_dir():
         raise UsageError(f"{board.parent}: the board's directory does not exist")
-    new_rows: list[Located] = []
-    added: dict[Path, int] = {}
-    for run_dir in run_dirs:
-        rows = read_run(run_dir, allow_new_env)
-        new_rows.extend(rows)
-        added[run_dir] = len(rows)
+    per_run = {run_dir: read_run(run_dir, allow_new_env) for run_dir in run_dirs}
     with board_lock(board):
         exists = board.exists()
         board_rows = [Located(board, line, row) for line, row in read_rows(board)] if exists else []
+        if skip_existing:
+            present = {duplicate_keys(item.row)[0] for item in board_rows}
+            per_run = {
+                d: [item for item in rows if duplicate_keys(item.row)[0] not in present] for d, rows in per_run.items()
+            }
+        new_rows = [item for rows in per_run.values() for item in rows]
+        added = {run_dir: len(rows) for run_dir, rows in per_run.items()}
+        if not new_rows and exists:
+            return SubmitReport(board=board, added=added, total_rows=len(board_rows))
         check_new_rows(board_rows, new_rows)
         old = board.read_bytes() if exists else b""
         if old and not old.endswith(b"\n"):

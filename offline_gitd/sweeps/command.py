@@ -1,0 +1,75 @@
+"""``offline_gitd sweep``: a grid of runs from a TOML spec, on Ray (DESIGN §8)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+EXAMPLES = """examples:
+  offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep --dry-run     (the table of runs, nothing run)
+  offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (an embedded local Ray instance)
+  offline_gitd sweep sweeps/atari_offline.toml --out /shared/runs/atari --address 10.0.0.1:6379
+  offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (again: continues where it stopped)
+
+A spec (see sweeps/*.toml) names the command (train, online dqn, online sac), [fixed] fields, a [grid]
+of fields whose lists are crossed, the board, [resources] per run, and for train [[collect]] datasets.
+Runs go to OUT/runs/NAME (named from the grid's varying fields), their output to OUT/logs/NAME.log,
+and every finished run is submitted once to the board (OUT/leaderboard.csv unless the spec says).
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="run a grid of train / online runs from a TOML spec, locally or on a Ray cluster",
+        description=(
+            "Expand a sweep spec into runs, skip the complete ones, resume the interrupted ones from their "
+            "checkpoints, schedule the rest as Ray tasks (an embedded local Ray instance, or the cluster at "
+            "--address), and submit every finished run to the sweep's board exactly once. A failed run is "
+            "reported with its run directory and the last line of its error and does not stop the others. "
+            "Re-running the same command after a crash or Ctrl-C continues the sweep."
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("spec", metavar="SPEC.toml", type=Path, help="the sweep spec")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="sweep folder: runs/, logs/, state/, the board (default: runs/SPEC_NAME)"
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="join the Ray cluster at HOST:PORT (its head's address; 'auto' finds a local one); "
+        "default: start an embedded local Ray instance",
+    )
+    parser.add_argument(
+        "--max-parallel", type=int, default=None, help="at most N runs at a time (default: as resources allow)"
+    )
+    parser.add_argument(
+        "--data-dir", default=None, help="data root for train and collect runs (overrides the spec's data_dir)"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the table of runs and their commands; run nothing"
+    )
+    parser.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from offline_gitd.errors import UsageError
+    from offline_gitd.sweeps.runner import SweepOptions, plan_table, run_sweep
+    from offline_gitd.sweeps.spec import expand, load_spec
+    from offline_gitd.sweeps.state import SweepPaths
+
+    if args.max_parallel is not None and args.max_parallel < 1:
+        raise UsageError(f"--max-parallel must be >= 1, got {args.max_parallel}")
+    spec = load_spec(args.spec)
+    if args.data_dir:
+        spec = dataclasses.replace(spec, data_dir=args.data_dir)
+    out = args.out or Path("runs") / args.spec.stem
+    if args.dry_run:
+        plans = expand(spec)
+        print(plan_table(spec, plans, SweepPaths(out.absolute())))
+        print(f"{len(plans)} runs; nothing was run (--dry-run)")
+        return 0
+    return run_sweep(spec, SweepOptions(out=out, address=args.address, max_parallel=args.max_parallel))

@@ -1,0 +1,371 @@
+"""Sweep specs (DESIGN §8): a TOML file -> validated run plans, before anything runs.
+
+A spec names a command family (``train``, ``online dqn``, ``online sac``), ``[fixed]`` config
+fields shared by every run, and a ``[grid]`` whose lists are crossed. A grid axis is either a
+config field with a list of values (``critic = ["td", "gitd"]``) or a named list of tables that
+set several fields together (``method = [{critic = "itd", K = 5}, {critic = "gitd", K = 50}]``):
+the paper's ablations are not full crosses (K = 50 only for i-TD and Gi-TD), so they need both.
+
+Fields and values are checked against the command's own config dataclass (the single source of
+flags, types, choices and ranges, STYLE.md), so a spec accepts exactly what the command line
+does; every refusal is one line naming the spec's key. Each plan is the command line a user
+would type (``argv``): a sweep only expands, schedules and collects, it never re-implements
+training (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import tomllib
+import typing
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from offline_gitd.config_cli import _base_type, parse_int_range
+from offline_gitd.errors import ConfigError
+
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "train": ("train",),
+    "online dqn": ("online", "dqn"),
+    "online sac": ("online", "sac"),
+}
+TOP_LEVEL = ("command", "board", "allow_new_env", "data_dir", "resources", "collect", "fixed", "grid")
+# Set by the sweep itself, never by a spec: where each run goes, which algorithm the command is.
+RESERVED = {"out": "run directories are named from the grid under --out", "data_dir": "use the top-level data_dir"}
+COLLECT_KEYS = {"env": str, "steps": int, "out": str, "policy": str, "critic": str, "seed": int, "horizon": int}
+RESOURCE_KEYS = {"cpus": (int, float), "gpus": (int, float), "retries": int, "seeds_per_run": int}
+# What a resumed run may change (DESIGN §9): its length. A finished run with a longer length in
+# the spec is resumed to that length.
+LENGTH_FIELD = {"train": "epochs", "online dqn": "steps", "online sac": "steps"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """What Ray reserves for each run, and how often a run lost with its worker is retried."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+    retries: int = 3
+    seeds_per_run: int = 0  # 0: all of a run's seeds in one vmapped program
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectStep:
+    """A dataset the grid trains on, recorded by ``offline_gitd collect`` before the grid starts."""
+
+    env: str
+    steps: int
+    out: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def argv(self, data_dir: str | None) -> list[str]:
+        argv = ["collect", self.env, "--steps", str(self.steps), "--out", self.out, "--no-progress"]
+        for key, value in self.options:
+            argv += [f"--{key}", str(value)]
+        return argv + (["--data-dir", data_dir] if data_dir else [])
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+    """One run of the grid: its name (its run directory's), its config fields and its command."""
+
+    name: str
+    fields: Mapping[str, Any]
+    argv: tuple[str, ...]  # without --out / --resume, which depend on where the sweep writes
+    length: int | None  # epochs or steps as the spec asks (None: the command's default)
+
+    def command_line(self, run_dir: Path, resume: bool) -> list[str]:
+        return [*self.argv, "--out", str(run_dir), "--no-progress", *(["--resume"] if resume else [])]
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    path: Path
+    command: str
+    board: str
+    allow_new_env: bool
+    data_dir: str | None
+    resources: Resources
+    collect: tuple[CollectStep, ...]
+    fixed: Mapping[str, Any]
+    grid: Mapping[str, list[Any]]
+
+    @property
+    def config_class(self) -> type:
+        if self.command == "train":
+            from offline_gitd.learners.config import OfflineConfig
+
+            return OfflineConfig
+        from offline_gitd.online.config import OnlineConfig
+
+        return OnlineConfig
+
+
+def load_spec(path: Path) -> SweepSpec:
+    """Read and validate a spec; any problem is a :class:`ConfigError` naming the spec's key."""
+    try:
+        raw = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such sweep spec") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not valid TOML ({err})") from None
+    where = str(path)
+    unknown = sorted(set(raw) - set(TOP_LEVEL))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(TOP_LEVEL)})")
+    command = raw.get("command")
+    if command not in COMMANDS:
+        raise ConfigError(f"{where}: command must be one of {', '.join(map(repr, COMMANDS))}, got {command!r}")
+    board = raw.get("board", "leaderboard.csv")
+    if not isinstance(board, str) or not board.endswith(".csv"):
+        raise ConfigError(f"{where}: board must be a .csv file name, got {board!r}")
+    allow_new_env = raw.get("allow_new_env", True)
+    if not isinstance(allow_new_env, bool):
+        raise ConfigError(f"{where}: allow_new_env must be true or false, got {allow_new_env!r}")
+    data_dir = raw.get("data_dir")
+    if data_dir is not None and not isinstance(data_dir, str):
+        raise ConfigError(f"{where}: data_dir must be a path string, got {data_dir!r}")
+    spec = SweepSpec(
+        path=Path(path),
+        command=command,
+        board=board,
+        allow_new_env=allow_new_env,
+        data_dir=data_dir,
+        resources=_resources(where, raw.get("resources", {})),
+        collect=_collect_steps(where, command, raw.get("collect", [])),
+        fixed=_table(where, "fixed", raw.get("fixed", {})),
+        grid=_table(where, "grid", raw.get("grid")),
+    )
+    if not spec.grid:
+        raise ConfigError(f"{where}: [grid] is empty: a sweep needs at least one field with a list of values")
+    expand(spec)  # every run's config is validated before anything runs
+    return spec
+
+
+def _table(where: str, name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        raise ConfigError(f"{where}: [{name}] is missing")
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {name} must be a table ([{name}])")
+    return dict(value)
+
+
+def _resources(where: str, raw: Any) -> Resources:
+    table = _table(where, "resources", raw)
+    for key, value in table.items():
+        kinds = RESOURCE_KEYS.get(key)
+        if kinds is None:
+            raise ConfigError(f"{where}: [resources] {key}: unknown key (known: {', '.join(RESOURCE_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, kinds) or value < 0:
+            raise ConfigError(f"{where}: [resources] {key}: must be a non-negative number, got {value!r}")
+    resources = Resources(**table)
+    if resources.cpus <= 0 and resources.gpus <= 0:
+        raise ConfigError(f"{where}: [resources] a run must reserve some cpus or gpus")
+    if resources.gpus > 1 and not float(resources.gpus).is_integer():
+        raise ConfigError(f"{where}: [resources] gpus: a fraction must be below 1, got {resources.gpus}")
+    return resources
+
+
+def _collect_steps(where: str, command: str, raw: Any) -> tuple[CollectStep, ...]:
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise ConfigError(f"{where}: collect must be a list of tables ([[collect]])")
+    if raw and command != "train":
+        raise ConfigError(f"{where}: [[collect]] records datasets for train; command is {command!r}")
+    steps = []
+    for i, item in enumerate(raw, start=1):
+        key = f"[[collect]] #{i}"
+        for name, value in item.items():
+            kind = COLLECT_KEYS.get(name)
+            if kind is None:
+                raise ConfigError(f"{where}: {key} {name}: unknown key (known: {', '.join(COLLECT_KEYS)})")
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise ConfigError(f"{where}: {key} {name}: expected {kind.__name__}, got {value!r}")
+        missing = [name for name in ("env", "steps", "out") if name not in item]
+        if missing:
+            raise ConfigError(f"{where}: {key}: {missing[0]} is required")
+        if item["steps"] < 1:
+            raise ConfigError(f"{where}: {key} steps: must be >= 1, got {item['steps']}")
+        options = tuple((k, v) for k, v in item.items() if k not in ("env", "steps", "out"))
+        steps.append(CollectStep(item["env"], item["steps"], item["out"], options))
+    return tuple(steps)
+
+
+# ----------------------------------------------------------------------------- fields and values
+
+
+def _field_types(cls: type) -> dict[str, dataclasses.Field]:
+    return {field.name: field for field in dataclasses.fields(cls)}
+
+
+def _coerce(where: str, key: str, field: dataclasses.Field, kind: Any, value: Any) -> Any:
+    """A TOML value as the config field's type, refused with the spec key when it is not one."""
+    wrong = f"{where}: {key}: expected {getattr(kind, '__name__', kind)}, got {value!r}"
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(wrong)
+    elif kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(wrong)
+    elif kind is float:
+        if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*/\s*\d+\s*", value):
+            value = float(Fraction(value.replace(" ", "")))  # "1/4", the paper's UTD notation
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(wrong)
+        value = float(value)
+    elif kind is str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # seeds = 3, mlp_hidden = 50
+        if not isinstance(value, str):
+            raise ConfigError(wrong)
+    choices = field.metadata.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, choices))}")
+    return value
+
+
+def _check_field(where: str, key: str, spec: SweepSpec, name: str, value: Any) -> Any:
+    fields = _field_types(spec.config_class)
+    if name in RESERVED:
+        raise ConfigError(f"{where}: {key}: set by the sweep ({RESERVED[name]}); remove it")
+    if name not in fields or (name == "algo" and spec.command != "train"):
+        raise ConfigError(f"{where}: {key}: unknown field for {spec.command!r}")
+    kind = _base_type(typing.get_type_hints(spec.config_class)[name])
+    return _coerce(where, key, fields[name], kind, value)
+
+
+def _axes(spec: SweepSpec) -> list[tuple[str, list[tuple[str | None, dict[str, Any]]]]]:
+    """Each grid axis as (name, [(label, {field: value})]); a label names a table entry."""
+    where = str(spec.path)
+    axes = []
+    for axis, values in spec.grid.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{where}: [grid] {axis}: must be a non-empty list of values")
+        entries: list[tuple[str | None, dict[str, Any]]] = []
+        if all(isinstance(v, dict) for v in values):
+            for i, entry in enumerate(values, start=1):
+                label = entry.get("name")
+                if label is not None and not isinstance(label, str):
+                    raise ConfigError(f"{where}: [grid] {axis} #{i} name: must be a string, got {label!r}")
+                fields = {k: v for k, v in entry.items() if k != "name"}
+                if not fields:
+                    raise ConfigError(f"{where}: [grid] {axis} #{i}: sets no field")
+                checked = {k: _check_field(where, f"[grid] {axis} #{i} {k}", spec, k, v) for k, v in fields.items()}
+                entries.append((label, checked))
+        elif any(isinstance(v, (dict, list)) for v in values):
+            raise ConfigError(f"{where}: [grid] {axis}: mix of tables and values; use one or the other")
+        else:
+            for i, value in enumerate(values, start=1):
+                entries.append((None, {axis: _check_field(where, f"[grid] {axis} #{i}", spec, axis, value)}))
+        axes.append((axis, entries))
+    return axes
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=-]+", "-", text).strip("-") or "x"
+
+
+def _format(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _entry_label(label: str | None, fields: Mapping[str, Any], axis: str) -> str:
+    if label is not None:
+        return _slug(label)
+    if list(fields) == [axis]:
+        return _slug(f"{axis}-{_format(fields[axis])}")
+    return _slug("-".join(f"{k}-{_format(v)}" for k, v in fields.items()))
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def config_argv(spec: SweepSpec, fields: Mapping[str, Any]) -> list[str]:
+    """The command line setting ``fields``, in the order the command's dataclass declares them."""
+    argv = list(COMMANDS[spec.command])
+    for field in dataclasses.fields(spec.config_class):
+        if field.name not in fields:
+            continue
+        value, flag = fields[field.name], flag_of(field)
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        else:
+            argv += [flag, repr(value) if isinstance(value, float) else str(value)]
+    if spec.command == "train" and spec.data_dir:
+        argv += ["--data-dir", spec.data_dir]
+    return argv
+
+
+def expand(spec: SweepSpec) -> list[RunPlan]:
+    """The grid's crossed runs, each validated as its command would validate it; names unique."""
+    where = str(spec.path)
+    fixed = {k: _check_field(where, f"[fixed] {k}", spec, k, v) for k, v in spec.fixed.items()}
+    axes = _axes(spec)
+    for axis, entries in axes:
+        for _, fields in entries:
+            clash = sorted(set(fields) & set(fixed))
+            if clash:
+                raise ConfigError(f"{where}: [grid] {axis}: {clash[0]} is also in [fixed]; set it in one place")
+    varying = [axis for axis, entries in axes if len(entries) > 1]
+    plans: list[RunPlan] = []
+    sources = {name: f"[fixed] {name}" for name in fixed}
+    for combination in itertools.product(*(entries for _, entries in axes)):
+        fields = dict(fixed)
+        parts = []
+        for (axis, _), (label, entry) in zip(axes, combination, strict=True):
+            sources.update({name: f"[grid] {axis}" for name in entry})
+            overlap = sorted(set(entry) & set(fields) - set(fixed))
+            if overlap:
+                raise ConfigError(f"{where}: [grid] {axis}: {overlap[0]} is set by two grid axes")
+            fields.update(entry)
+            if axis in varying:
+                parts.append(_entry_label(label, entry, axis))
+        for seeds in _seed_groups(where, spec, fields):
+            run_fields = dict(fields, **({"seeds": seeds} if seeds is not None else {}))
+            name_parts = parts + ([f"seeds-{seeds}"] if seeds is not None and spec.resources.seeds_per_run else [])
+            plans.append(_plan(spec, "_".join(name_parts) or "run", run_fields, sources))
+    names = [plan.name for plan in plans]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise ConfigError(f"{where}: two runs would both be named {duplicate!r}; give the grid's table entries a name")
+    return plans
+
+
+def _seed_groups(where: str, spec: SweepSpec, fields: Mapping[str, Any]) -> Sequence[str | None]:
+    """All seeds in one run (the vmapped program), or groups of ``seeds_per_run`` when asked."""
+    per_run = spec.resources.seeds_per_run
+    if not per_run:
+        return [None]
+    seeds = parse_int_range(fields.get("seeds", "0"), f"{where}: seeds")
+    return [",".join(map(str, seeds[i : i + per_run])) for i in range(0, len(seeds), per_run)]
+
+
+def _plan(spec: SweepSpec, name: str, fields: dict[str, Any], sources: Mapping[str, str]) -> RunPlan:
+    """Build and validate one run's config exactly as the command would before resolving it; a
+    refusal names the spec key that set the offending field."""
+    cls = spec.config_class
+    extra = {} if spec.command == "train" else {"algo": spec.command.split()[1]}
+    try:
+        # Resolving against a domain fills the defaults that validation needs (T, K); the real
+        # domain is known only once the dataset or env is open, and any domain checks the values
+        # the spec sets.
+        config = cls(**{**fields, **extra, "out": name})
+        config.resolve(_domain_guess(spec, fields))
+    except ConfigError as err:
+        flags = {flag_of(f): f.name for f in dataclasses.fields(cls)}
+        named = [flags[flag] for flag in re.findall(r"--[a-zA-Z][\w-]*", str(err)) if flags.get(flag) in sources]
+        key = sources[named[0]] if named else "the run's config"
+        raise ConfigError(f"{spec.path}: {key} (run {name}): {err}") from None
+    length_field = LENGTH_FIELD[spec.command]
+    return RunPlan(name=name, fields=fields, argv=tuple(config_argv(spec, fields)), length=fields.get(length_field))
+
+
+def _domain_guess(spec: SweepSpec, fields: Mapping[str, Any]) -> str:
+    if spec.command == "online sac":
+        return "continuous"
+    where = str(fields.get("dataset" if spec.command == "train" else "env", ""))
+    return "atari" if where.startswith(("rlu-atari:", "atari:", "ALE/")) else "gym"

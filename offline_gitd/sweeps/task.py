@@ -1,0 +1,129 @@
+"""What one Ray task does on whichever node runs it: one command line of the sweep (DESIGN §8).
+
+A run is a function of its config (DESIGN §5), so the task is the command a user would type,
+parsed by the package's own parser and run in-process: ``train ... --out RUN_DIR`` for a new run,
+the same with ``--resume`` when the run directory already holds a started run (a retry after a
+lost worker, or a sweep re-run after a crash), so a run continues from its own checkpoints.
+
+The task records its state (running, then done or failed) beside the run and sends the run's
+output to ``logs/NAME.log``; a failure becomes a returned outcome with the last line of its
+error, never an exception, so Ray retries only what it should: a task whose worker or node died.
+Nothing here imports JAX at module level: the device settings must be in place before it loads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from offline_gitd.sweeps.state import SweepPaths, now, read_state, update_state
+
+CONFIG_FILE = "config.json"
+
+
+def _device_settings(gpus: float) -> None:
+    """Keep a CPU-only task off the GPU, and a GPU-fraction task inside its share of memory
+    (JAX otherwise preallocates 75% of the card in every process that shares it)."""
+    if gpus <= 0:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    elif gpus < 1:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 * gpus:.3f}")
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _node_id() -> str:
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # outside Ray (a local call in tests): no node to name
+        return "local"
+
+
+def run_command(argv: list[str], log: Path) -> str | None:
+    """Run ``offline_gitd ARGV`` in this process with its output appended to ``log``; returns
+    ``None`` on success or the last line of the error."""
+    from offline_gitd.cli import build_parser
+    from offline_gitd.errors import UsageError
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", buffering=1) as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        print(f"=== {now()} offline_gitd {shlex.join(argv)}")
+        try:
+            args = build_parser().parse_args(argv)
+            code = int(args.func(args) or 0)
+        except UsageError as err:
+            print(f"offline_gitd: error: {err}")
+            return _last_line(str(err)) or type(err).__name__
+        except SystemExit as exit_:  # argparse's own refusals; its message is already in the log
+            out.flush()
+            return _last_line(log.read_text()) if exit_.code else None
+        except Exception as err:
+            traceback.print_exc()
+            return f"{type(err).__name__}: {_last_line(str(err))}"
+        if code:
+            out.flush()
+            return _last_line(log.read_text()) or f"exit code {code}"
+    return None
+
+
+def execute(name: str, argv: list[str], root: str, sweep_id: str, gpus: float, resumable: bool) -> dict[str, Any]:
+    """Run one sweep entry (a grid run, or a dataset to collect) and record what happened.
+
+    ``resumable`` entries are run directories: ``--out`` and ``--resume`` are added here, where
+    the run directory is seen, so a retried task resumes what its lost attempt started.
+    """
+    _device_settings(gpus)
+    paths = SweepPaths(Path(root))
+    state_path = paths.state(name)
+    previous = read_state(state_path)
+    retried = previous.get("status") == "running" and previous.get("sweep_id") == sweep_id
+    attempt = previous.get("attempt", 0) + 1 if retried else 1
+    command = list(argv)
+    if resumable:
+        run_dir = paths.run_dir(name)
+        resume = (run_dir / CONFIG_FILE).exists()
+        command += ["--out", str(run_dir), "--no-progress"] + (["--resume"] if resume else [])
+    update_state(
+        state_path,
+        name=name,
+        status="running",
+        sweep_id=sweep_id,
+        attempt=attempt,
+        node=_node_id(),
+        argv=list(argv),
+        started_at=now(),
+        error=None,
+    )
+    started = time.perf_counter()
+    error = run_command(command, paths.log(name))
+    status = "failed" if error else "done"
+    seconds = round(time.perf_counter() - started, 1)
+    update_state(state_path, status=status, error=error, seconds=seconds, finished_at=now())
+    return {"name": name, "status": status, "error": error, "seconds": seconds, "attempt": attempt}
+
+
+def collect_dataset(
+    name: str, argv: list[str], root: str, sweep_id: str, dataset_id: str, data_dir: str | None
+) -> dict[str, Any]:
+    """A ``[[collect]]`` entry: record the dataset unless the node already sees it in its data
+    root (collected by an earlier sweep, or by hand), which counts as done."""
+    _device_settings(0)
+    import minari
+
+    from offline_gitd.data.paths import use_minari_root
+
+    use_minari_root(data_dir)
+    if dataset_id in minari.list_local_datasets():
+        update_state(SweepPaths(Path(root)).state(name), name=name, status="done", argv=list(argv), error=None)
+        return {"name": name, "status": "done", "error": None, "seconds": 0.0, "attempt": 1, "cached": True}
+    return execute(name, argv, root, sweep_id, 0, resumable=False)
