@@ -20,6 +20,7 @@ The board is written only here, by the driver, after a run is done; the run's st
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import sys
 import uuid
@@ -45,9 +46,14 @@ class SweepOptions:
     max_parallel: int | None = None
 
 
-def board_path(spec: SweepSpec, out: Path) -> Path:
-    board = Path(spec.board)
+def board_path(plan: RunPlan, out: Path) -> Path:
+    board = Path(plan.board)
     return board if board.is_absolute() else out / board
+
+
+def boards_text(plans: list[RunPlan], out: Path) -> str:
+    boards = sorted({str(board_path(plan, out)) for plan in plans})
+    return f"board {boards[0]}" if len(boards) == 1 else f"{len(boards)} boards in {Path(boards[0]).parent}"
 
 
 def is_complete(paths: SweepPaths, plan: RunPlan) -> bool:
@@ -70,20 +76,20 @@ def plan_table(spec: SweepSpec, plans: list[RunPlan], paths: SweepPaths) -> str:
     width = max(len(name) for name, _, _ in rows)
     lines = [f"{'run':<{width}}  {'action':<11}  command", f"{'-' * width}  {'-' * 11}  -------"]
     lines += [f"{name:<{width}}  {action:<11}  {command}" for name, action, command in rows]
+    lines += ["", f"results go to {boards_text(plans, paths.root)}"]
     if spec.collect:
-        lines.append("")
         lines += [
             f"collect first (if absent): offline_gitd {' '.join(step.argv(spec.data_dir))}" for step in spec.collect
         ]
     return "\n".join(lines)
 
 
-def submit_run(spec: SweepSpec, paths: SweepPaths, plan: RunPlan, board: Path) -> int:
-    """Put a finished run's rows on the board (only those not already there); record it."""
+def submit_run(spec: SweepSpec, paths: SweepPaths, plan: RunPlan) -> int:
+    """Put a finished run's rows on its board (only those not already there); record it."""
     from offline_gitd.leaderboard.submit import submit
 
     run_dir = paths.run_dir(plan.name)
-    report = submit([run_dir], board, spec.allow_new_env, skip_existing=True)
+    report = submit([run_dir], board_path(plan, paths.root), spec.allow_new_env, skip_existing=True)
     update_state(paths.state(plan.name), submitted=True, rows=report.added[run_dir])
     return report.added[run_dir]
 
@@ -103,14 +109,44 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
-def _init_ray(address: str | None) -> Any:
-    import ray
+def _use_token_if_available() -> None:
+    """Join a cluster with Ray's token authentication when this machine has the token.
 
+    ``ray start --head`` turns token authentication on and writes the token to
+    ``~/.ray/auth_token``, but a process joining it stays in the disabled mode unless
+    ``RAY_AUTH_MODE=token`` is set, and then retries for 20 s with a warning a second. A token
+    sent to a cluster without authentication is ignored, so sending it when it exists is safe.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _init_ray(address: str | None) -> Any:
     if address:
         _check_reachable(address)
+        _use_token_if_available()  # before Ray is imported: it reads its auth mode at import
+    import ray
     # The runs' own output goes to logs/NAME.log; forwarding every worker's output would bury the
-    # status lines.
-    ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, include_dashboard=False)
+    # status lines. Ray's notice that its default token authentication is on is not news to a
+    # sweep user (the README's cluster recipe says what it means), so it is not printed each time.
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, include_dashboard=False)
+    except ConnectionError as err:
+        hint = ""
+        if os.environ.get("RAY_AUTH_MODE") != "token":
+            hint = (
+                "; a cluster started with `ray start` uses token authentication (Ray's default): copy the "
+                "head's ~/.ray/auth_token here and set RAY_AUTH_MODE=token"
+            )
+        raise UsageError(f"could not join the Ray cluster at {address}: {_first_line(str(err))}{hint}") from None
     return ray
 
 
@@ -132,9 +168,15 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     stream = stream or sys.stdout
     plans = expand(spec)
     out = options.out.absolute()
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {options.out}: exists and is not a directory")
+    parents = {board_path(plan, out).parent for plan in plans}
+    missing = sorted(str(parent) for parent in parents if parent != out and not parent.is_dir())
+    if missing:
+        raise UsageError(f"{missing[0]}: the board's directory does not exist; create it or change the spec's board")
     out.mkdir(parents=True, exist_ok=True)
     paths = SweepPaths(out)
-    board = board_path(spec, out)
+    boards = boards_text(plans, out)
     sweep_id = uuid.uuid4().hex[:12]
     write_state(
         out / SWEEP_FILE,
@@ -145,18 +187,18 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     for plan in plans:
         if is_complete(paths, plan):
             if not read_state(paths.state(plan.name)).get("submitted"):
-                submit_run(spec, paths, plan, board)
+                submit_run(spec, paths, plan)
             table.state[plan.name] = "done"
         else:
             todo.append(plan)
     print(
         f"sweep {spec.path}: {len(plans)} runs, {len(plans) - len(todo)} already done, {len(todo)} to run; "
-        f"runs in {paths.root / 'runs'}, board {board}",
+        f"runs in {paths.root / 'runs'}, {boards}",
         file=stream,
         flush=True,
     )
     if not todo:
-        print(f"nothing to do: every run is done and on {board}", file=stream)
+        print(f"nothing to do: every run is done and on its board ({boards})", file=stream)
         return 0
     ray = _init_ray(options.address)
     try:
@@ -165,7 +207,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
         if not _collect(ray, spec, paths, sweep_id, table):
             return 1
-        failures = _run_grid(ray, spec, todo, paths, board, sweep_id, options.max_parallel, table)
+        failures = _run_grid(ray, spec, todo, paths, sweep_id, options.max_parallel, table)
     except KeyboardInterrupt:
         table.close()
         print(f"interrupted; run the same command again to continue the sweep in {out}", file=sys.stderr)
@@ -174,7 +216,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         ray.shutdown()
     table.close()
     done = sum(state == "done" for state in table.state.values())
-    print(f"sweep finished: {done}/{len(plans)} done, {len(failures)} failed; board {board}", file=stream)
+    print(f"sweep finished: {done}/{len(plans)} done, {len(failures)} failed; {boards}", file=stream)
     for name, error in failures:
         print(f"  failed: {paths.run_dir(name)}: {error} (log: {paths.log(name)})", file=stream)
     return 1 if failures else 0
@@ -215,7 +257,6 @@ def _run_grid(
     spec: SweepSpec,
     todo: list[RunPlan],
     paths: SweepPaths,
-    board: Path,
     sweep_id: str,
     max_parallel: int | None,
     table: StatusTable,
@@ -248,7 +289,7 @@ def _run_grid(
                 outcome = _outcome(ray, ref, plan.name)
                 if outcome["status"] == "done":
                     try:
-                        rows = submit_run(spec, paths, plan, board)
+                        rows = submit_run(spec, paths, plan)
                     except UsageError as err:  # e.g. a run with --eval-episodes 0 has no rows
                         outcome = {"status": "failed", "error": f"finished, but not on the board: {err}"}
                     else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+import string
 import tomllib
 import typing
 from collections.abc import Mapping, Sequence
@@ -77,6 +78,7 @@ class RunPlan:
     fields: Mapping[str, Any]
     argv: tuple[str, ...]  # without --out / --resume, which depend on where the sweep writes
     length: int | None  # epochs or steps as the spec asks (None: the command's default)
+    board: str  # the spec's board name with this run's fields filled in
 
     def command_line(self, run_dir: Path, resume: bool) -> list[str]:
         return [*self.argv, "--out", str(run_dir), "--no-progress", *(["--resume"] if resume else [])]
@@ -123,6 +125,12 @@ def load_spec(path: Path) -> SweepSpec:
     board = raw.get("board", "leaderboard.csv")
     if not isinstance(board, str) or not board.endswith(".csv"):
         raise ConfigError(f"{where}: board must be a .csv file name, got {board!r}")
+    try:
+        placeholders = [name for _, name, _, _ in string.Formatter().parse(board) if name is not None]
+    except ValueError as err:
+        raise ConfigError(f"{where}: board {board!r}: {err}") from None
+    if any(not name.isidentifier() for name in placeholders):
+        raise ConfigError(f"{where}: board {board!r}: a placeholder must be a field name, like {{T}}")
     allow_new_env = raw.get("allow_new_env", True)
     if not isinstance(allow_new_env, bool):
         raise ConfigError(f"{where}: allow_new_env must be true or false, got {allow_new_env!r}")
@@ -276,7 +284,9 @@ def _entry_label(label: str | None, fields: Mapping[str, Any], axis: str) -> str
     if label is not None:
         return _slug(label)
     if list(fields) == [axis]:
-        return _slug(f"{axis}-{_format(fields[axis])}")
+        value = fields[axis]
+        # A name reads by itself (td, atari-Pong); a number needs its field (T-10, lr-0.001).
+        return _slug(value if isinstance(value, str) else f"{axis}-{_format(value)}")
     return _slug("-".join(f"{k}-{_format(v)}" for k, v in fields.items()))
 
 
@@ -358,10 +368,29 @@ def _plan(spec: SweepSpec, name: str, fields: dict[str, Any], sources: Mapping[s
     except ConfigError as err:
         flags = {flag_of(f): f.name for f in dataclasses.fields(cls)}
         named = [flags[flag] for flag in re.findall(r"--[a-zA-Z][\w-]*", str(err)) if flags.get(flag) in sources]
+        # Messages name a field by its flag (--lr) or by itself (T must be ...).
+        named += [word for word in re.findall(r"\b\w+\b", str(err)) if word in sources]
         key = sources[named[0]] if named else "the run's config"
         raise ConfigError(f"{spec.path}: {key} (run {name}): {err}") from None
     length_field = LENGTH_FIELD[spec.command]
-    return RunPlan(name=name, fields=fields, argv=tuple(config_argv(spec, fields)), length=fields.get(length_field))
+    return RunPlan(
+        name=name,
+        fields=fields,
+        argv=tuple(config_argv(spec, fields)),
+        length=fields.get(length_field),
+        board=board_name(spec, fields),
+    )
+
+
+def board_name(spec: SweepSpec, fields: Mapping[str, Any]) -> str:
+    """The run's board: the spec's ``board`` with ``{field}`` placeholders filled from the run's
+    fields, so that settings a board must not pool (the Gym ablation's T and data fraction) each
+    get their own (``board = "board-T{T}-data{fraction}.csv"``)."""
+    names = [name for _, name, _, _ in string.Formatter().parse(spec.board) if name is not None]
+    missing = [name for name in names if name not in fields]
+    if missing:
+        raise ConfigError(f"{spec.path}: board {spec.board!r}: {{{missing[0]}}} is not set by [fixed] or [grid]")
+    return spec.board.format(**{name: _slug(_format(fields[name])) for name in names})
 
 
 def _domain_guess(spec: SweepSpec, fields: Mapping[str, Any]) -> str:

@@ -1,0 +1,183 @@
+"""Sweep specs (issue 12): the shipped grids expand to the paper's runs, every run is a command
+the CLI accepts, and every bad spec is refused before anything runs, in one line naming its key."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+from offline_gitd.cli import build_parser, main
+from offline_gitd.errors import ConfigError
+from offline_gitd.sweeps.runner import is_complete
+from offline_gitd.sweeps.spec import expand, load_spec
+from offline_gitd.sweeps.state import SweepPaths, write_state
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_leaderboard_synthetic import write_run  # noqa: E402
+
+SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
+SHIPPED = {"demo": 8, "gym_offline": 64, "atari_offline": 40, "atari_online": 40, "mujoco_online": 24}
+
+
+@pytest.mark.parametrize("name, runs", SHIPPED.items())
+def test_shipped_specs_expand_to_commands_the_cli_accepts(name: str, runs: int) -> None:
+    plans = expand(load_spec(SWEEPS / f"{name}.toml"))
+    assert len(plans) == runs
+    assert len({plan.name for plan in plans}) == runs
+    parser = build_parser()
+    for plan in plans:
+        args = parser.parse_args([*plan.argv, "--out", "x"])
+        assert args.func is not None
+        for field, value in plan.fields.items():
+            if field not in ("dataset", "env"):
+                assert getattr(args, field) == value or str(getattr(args, field)) == str(value), (plan.name, field)
+
+
+def test_gym_ablation_is_the_papers_grid_with_one_board_per_setting() -> None:
+    plans = expand(load_spec(SWEEPS / "gym_offline.toml"))
+    methods = {(p.fields["critic"], p.fields["K"], p.fields["beta"]) for p in plans}
+    assert methods == {
+        ("td", 1, 1.0),
+        ("tdrc", 1, 1.0),
+        ("itd", 5, 1.0),
+        ("gitd", 5, 1.0),
+        ("tdrc", 1, 0.01),
+        ("gitd", 5, 0.01),
+        ("itd", 50, 1.0),
+        ("gitd", 50, 1.0),
+    }
+    assert {p.fields["seeds"] for p in plans} == {"0-9"}
+    boards = {p.board for p in plans}
+    assert boards == {f"board-data{f}-T{t}.csv" for f in ("0.1", "1") for t in (10, 1000)}
+    for board in boards:  # a board never pools two settings
+        assert len({(p.fields["T"], p.fields["fraction"]) for p in plans if p.board == board}) == 1
+
+
+def test_atari_specs_name_ten_games_and_four_critics() -> None:
+    offline = expand(load_spec(SWEEPS / "atari_offline.toml"))
+    online = expand(load_spec(SWEEPS / "atari_online.toml"))
+    assert len({p.fields["dataset"] for p in offline}) == 10 == len({p.fields["env"] for p in online})
+    assert {p.fields["critic"] for p in offline + online} == {"td", "tdrc", "itd", "gitd"}
+    assert {p.fields["seeds"] for p in offline + online} == {"0-4"}
+
+
+def test_seeds_per_run_splits_the_vmapped_seeds(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'command = "online dqn"\n[resources]\nseeds_per_run = 2\n'
+        '[fixed]\nenv = "CartPole-v1"\nseeds = "0-4"\n[grid]\ncritic = ["td", "gitd"]\n'
+    )
+    plans = expand(load_spec(spec))
+    assert [p.name for p in plans] == [
+        "td_seeds-0,1",
+        "td_seeds-2,3",
+        "td_seeds-4",
+        "gitd_seeds-0,1",
+        "gitd_seeds-2,3",
+        "gitd_seeds-4",
+    ]
+    assert [p.fields["seeds"] for p in plans[:3]] == ["0,1", "2,3", "4"]
+
+
+BASE = 'command = "online dqn"\n'
+GRID = '[grid]\ncritic = ["td", "gitd"]\n'
+FIXED = '[fixed]\nenv = "CartPole-v1"\n'
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("command = 'train'\nnonsense = 1\n" + GRID, "unknown key 'nonsense'"),
+        ("command = 'online ppo'\n" + GRID, "command must be one of"),
+        (BASE + FIXED + "[grid]\n", "[grid] is empty"),
+        (BASE + FIXED, "[grid] is missing"),
+        (BASE + FIXED + "[grid]\ncritic = []\n", "[grid] critic: must be a non-empty list"),
+        (BASE + FIXED + "[grid]\ncritc = ['td']\n", "[grid] critc #1: unknown field for 'online dqn'"),
+        (BASE + FIXED + "lrr = 0.1\n" + GRID, "[fixed] lrr: unknown field"),
+        (BASE + FIXED + "[grid]\ncritic = ['td', 'qlearning']\n", "[grid] critic #2: 'qlearning' is not one of"),
+        (BASE + FIXED + "lr = 'fast'\n" + GRID, "[fixed] lr: expected float, got 'fast'"),
+        (BASE + FIXED + "steps = 1.5\n" + GRID, "[fixed] steps: expected int"),
+        (BASE + FIXED + "out = 'x'\n" + GRID, "[fixed] out: set by the sweep"),
+        (BASE + FIXED + "critic = 'td'\n" + GRID, "[grid] critic: critic is also in [fixed]"),
+        (BASE + FIXED + "[grid]\nm = [{ critic = 'td' }, { critic = 'td' }]\n", "two runs would both be named"),
+        (BASE + FIXED + "[grid]\nm = [{ name = 'a' }]\n", "[grid] m #1: sets no field"),
+        (BASE + FIXED + "[grid]\nm = [{ critic = 'td' }, 3]\n", "[grid] m: mix of tables and values"),
+        (BASE + "[resources]\ncpus = -1\n" + FIXED + GRID, "[resources] cpus: must be a non-negative number"),
+        (BASE + "[resources]\ngpu = 1\n" + FIXED + GRID, "[resources] gpu: unknown key"),
+        (BASE + "[resources]\ngpus = 1.5\n" + FIXED + GRID, "[resources] gpus: a fraction must be below 1"),
+        (BASE + "board = 'b-{lr}.csv'\n" + FIXED + GRID, "board 'b-{lr}.csv': {lr} is not set by [fixed] or [grid]"),
+        (BASE + "board = 'board.txt'\n" + FIXED + GRID, "board must be a .csv file name"),
+        (
+            BASE + "[[collect]]\nenv = 'CartPole-v1'\nsteps = 10\nout = 'a/b-v0'\n" + FIXED + GRID,
+            "records datasets for train",
+        ),
+        (
+            "command = 'train'\n[[collect]]\nenv = 'CartPole-v1'\nout = 'a/b-v0'\n" + GRID,
+            "[[collect]] #1: steps is required",
+        ),
+        (BASE + FIXED + "[grid]\nT = [10, 0]\n", "[grid] T"),
+        (BASE + FIXED + "critic = = 1\n", "not valid TOML"),
+    ],
+)
+def test_bad_specs_are_one_line_errors_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        expand(load_spec(path))
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_cli_refuses_a_bad_spec_in_one_line_and_dry_run_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BASE + FIXED + "[grid]\ncritic = ['tdd']\n")
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "[grid] critic #1: 'tdd' is not one of" in err[0]
+    assert main(["sweep", str(tmp_path / "missing.toml"), "--out", str(out)]) == 2
+    assert "no such sweep spec" in capsys.readouterr().err
+
+    assert main(["sweep", str(SWEEPS / "demo.toml"), "--out", str(out), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "8 runs; nothing was run" in printed and "mountaincar_td " in printed
+    assert "offline_gitd collect MountainCar-v0 --steps 3000" in printed
+    assert not out.exists()
+
+
+def test_a_run_is_complete_only_under_the_same_command(tmp_path: Path) -> None:
+    plan = expand(load_spec(SWEEPS / "demo.toml"))[0]
+    paths = SweepPaths(tmp_path)
+    assert not is_complete(paths, plan)
+    write_state(paths.state(plan.name), {"status": "done", "argv": list(plan.argv)})
+    assert is_complete(paths, plan)
+    write_state(paths.state(plan.name), {"status": "done", "argv": [*plan.argv[:-1], "1-3"]})
+    assert not is_complete(paths, plan)  # the spec changed the run: due again
+    write_state(paths.state(plan.name), {"status": "running", "argv": list(plan.argv)})
+    assert not is_complete(paths, plan)
+
+
+def test_sweep_submission_is_idempotent(tmp_path: Path) -> None:
+    """The sweep submits with skip_existing: a run submitted twice (a crash between submitting
+    and recording it) puts its rows on the board once; a grown run adds only its new rows."""
+    from offline_gitd.leaderboard.submit import submit
+
+    board = tmp_path / "board.csv"
+    run = write_run(tmp_path / "a", env="Pong", algorithm="cql", critic="td", seed=0, steps=[0, 10], returns=[1.0, 2.0])
+    assert submit([run], board, allow_new_env=True, skip_existing=True).added[run] == 2
+    content = board.read_bytes()
+    assert submit([run], board, allow_new_env=True, skip_existing=True).added[run] == 0
+    assert board.read_bytes() == content
+    with pytest.raises(Exception, match="run_id, seed and step"):
+        submit([run], board, allow_new_env=True)  # without it, a repeat is still refused
+    grown = write_run(
+        tmp_path / "a", env="Pong", algorithm="cql", critic="td", seed=0, steps=[0, 10, 20], returns=[1.0, 2.0, 3.0]
+    )
+    assert submit([grown], board, allow_new_env=True, skip_existing=True).added[grown] == 1
+    with board.open() as handle:
+        assert [row["step"] for row in csv.DictReader(handle)] == ["0", "10", "20"]
