@@ -133,6 +133,7 @@ def _init_ray(address: str | None) -> Any:
         _check_reachable(address)
         _use_token_if_available()  # before Ray is imported: it reads its auth mode at import
     import ray
+
     # The runs' own output goes to logs/NAME.log; forwarding every worker's output would bury the
     # status lines. Ray's notice that its default token authentication is on is not news to a
     # sweep user (the README's cluster recipe says what it means), so it is not printed each time.
