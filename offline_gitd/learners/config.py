@@ -173,11 +173,12 @@ class OfflineConfig:
         return dataclasses.asdict(self)
 
     def config_hash(self) -> str:
-        """Hash of everything that defines the learning problem (not seeds, output or data paths),
-        so runs of the same method on the same data share it across seeds."""
+        """Hash of everything that defines the learning problem (not seeds, output or data paths,
+        nor the run's length, which resume may extend), so runs of the same method on the same
+        data share it across seeds."""
         identity = {
             k: v
             for k, v in self.to_dict().items()
-            if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call")
+            if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call", "epochs")
         }
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offline_gitd.config_cli import add_dataclass_arguments, from_namespace
+from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
 from offline_gitd.online.config import OnlineConfig
 
 EXAMPLES = """examples:
@@ -46,14 +46,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parser = algos.add_parser(
             algo, help=title, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
         )
-        add_dataclass_arguments(parser, OnlineConfig, skip=("algo",))
+        add_dataclass_arguments(parser, OnlineConfig, skip=("algo",), only_given=True)
         parser.add_argument(
             "--resume",
             action="store_true",
-            help="continue the run in --out from its last checkpoint (--steps may grow)",
+            help="continue the run in --out (wherever it now is) from its last checkpoint; --steps may grow, "
+            "any other flag must match the run's",
         )
+        parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
         parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-        parser.set_defaults(func=_online, steps=None)  # None: the config's (or the saved run's) steps
+        parser.set_defaults(func=_online)
 
     collect = subparsers.add_parser(
         "collect",
@@ -98,13 +100,23 @@ def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.online.train import resume_config, train
 
+    given = given_fields(OnlineConfig, args)
     if args.resume:
-        if not args.out:
+        if not given.get("out"):
             raise ConfigError("--resume needs --out RUN_DIR")
-        cfg = resume_config(Path(args.out), args.steps)
+        given.pop("algo", None)  # the subcommand, not a flag
+        cfg = resume_config(Path(given["out"]), given)
+        if cfg.algo != args.algo:
+            raise ConfigError(f"{given['out']} is an online {cfg.algo} run: resume it with online {cfg.algo}")
     else:
-        cfg = from_namespace(OnlineConfig, args, steps=args.steps or OnlineConfig().steps)
-    run_dir = train(cfg, resume=args.resume, progress=args.progress)
+        cfg = from_namespace(OnlineConfig, args)
+    run_dir = train(
+        cfg,
+        resume=args.resume,
+        progress=args.progress,
+        overwrite=args.overwrite,
+        command_line=getattr(args, "argv", None),
+    )
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "episodes.csv", "results.csv", "checkpoints"):
         print(f"  {run_dir / name}")
