@@ -128,7 +128,7 @@ def test_resume_continues_bit_identically(dataset, tmp_path, driver: str) -> Non
     offline_learner.train(straight, progress=False)
     first = small_config(dataset, tmp_path / "resumed", driver=driver, epochs=1)
     offline_learner.train(first, progress=False)
-    resumed = offline_learner.resume_config(Path(first.out), epochs=2)
+    resumed = offline_learner.resume_config(Path(first.out), {"epochs": 2})
     offline_learner.train(resumed, resume=True, progress=False)
     a, b = final_state(Path(straight.out), straight), final_state(Path(first.out), straight)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):

@@ -17,8 +17,8 @@ from offline_gitd.config_cli import resume_changes
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.family import Family, make_discrete_family
-from offline_gitd.learners.rundir import absolute, check_run_dir
 from offline_gitd.learners.run import OfflineData, run_offline
+from offline_gitd.learners.rundir import absolute, check_run_dir
 
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:

@@ -87,7 +87,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="episode step cap (default: 500 LunarLander, 200 MountainCar, env's own)",
     )
-    collect.add_argument("--data-dir", default=None, help="write under D/minari instead of minari's own root")
+    collect.add_argument(
+        "--data-dir",
+        default=None,
+        help="write under D/minari (default: $OFFLINE_GITD_DATA/minari if set, else minari's own root)",
+    )
     collect.add_argument(
         "--run-dir", default=None, help="keep the behaviour agent's run directory here (default: a temporary one)"
     )
@@ -140,5 +144,9 @@ def _collect(args: argparse.Namespace) -> int:
     )
     where = collect(request, progress=args.progress)
     print(f"dataset {args.out} written to {where}")
-    print(f"train on it with: offline_gitd train --dataset minari:{args.out} --out RUN_DIR")
+    from offline_gitd.data.paths import data_dir_flag
+
+    print(
+        f"train on it with: offline_gitd train --dataset minari:{args.out}{data_dir_flag(args.data_dir)} --out RUN_DIR"
+    )
     return 0
