@@ -72,6 +72,20 @@ def from_namespace(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
     return cls(**values)
 
 
+def describe_overrides(resolved: dict[str, Any], reference: dict[str, Any], ignored: tuple[str, ...]) -> str:
+    """The fields of a resolved config that differ from the domain's defaults (``reference``, the
+    same config with nothing set), as ``name=value`` separated by spaces (``T=10 lr=0.01``), or
+    ``defaults``: what tells one method from another on a board beyond its named columns."""
+    parts = []
+    for name in sorted(resolved):
+        value = resolved[name]
+        if name in ignored or value == reference.get(name):
+            continue
+        text = repr(value) if isinstance(value, float) else str(value)
+        parts.append(f"{name}={text.removesuffix('.0')}")
+    return " ".join(parts) or "defaults"
+
+
 def given_fields(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     """The fields of ``cls`` that the command line set (with ``only_given`` parsing)."""
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}

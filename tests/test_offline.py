@@ -101,8 +101,9 @@ def test_run_writes_config_metrics_results_and_checkpoints(dataset, tmp_path) ->
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == [
         "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
-        "run_id", "config_hash", "package_version", "created_at",
+        "run_id", "config_hash", "package_version", "created_at", "method_config",
     ]  # fmt: skip
+    assert rows[0]["method_config"] == "T=20 batch_size=16 eval_episodes=2 mlp_hidden=16,16 steps_per_epoch=60"
     assert sorted((r["seed"], r["step"]) for r in rows) == [("0", "120"), ("0", "60"), ("1", "120"), ("1", "60")]
     assert all(np.isfinite(float(r["return"])) and float(r["return"]) > 0 for r in rows)
     with (run_dir / "metrics.csv").open() as f:

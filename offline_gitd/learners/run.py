@@ -110,11 +110,14 @@ def run_offline(
         "dataset": data.description,
         "suite": data.suite,
         "env": data.env_name,
+        "algorithm": cfg.algorithm_name(data.spaces.action_kind),
+        "method_config": cfg.method_config(data.domain),
         "package_version": __version__,
         "created_at": made_by["at"],
         "provenance": made_by,
     }
     provenance = open_run_dir(run_dir, record, made_by, resume, overwrite)
+    algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
     checkpoints = Checkpoints(run_dir)
     start_epoch = checkpoints.latest() or 0
     if resume and start_epoch:
@@ -180,7 +183,7 @@ def run_offline(
             if len(returns[i]):
                 result_rows.append(
                     result_row(
-                        provenance, cfg.algo, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))
+                        provenance, algorithm, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))
                     )
                 )
         metrics_log.append(metric_rows)

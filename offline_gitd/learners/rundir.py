@@ -21,16 +21,14 @@ import jax
 import orbax.checkpoint as ocp
 
 from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.schema import COLUMNS
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 RESULTS_FILE = "results.csv"
 CHECKPOINTS = "checkpoints"
 # The leaderboard's result row (DESIGN §6), in order.
-RESULT_COLUMNS = (
-    "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
-    "run_id", "config_hash", "package_version", "created_at",
-)  # fmt: skip
+RESULT_COLUMNS = COLUMNS
 
 
 def write_json_atomic(path: Path, payload: Mapping[str, Any]) -> None:
@@ -179,7 +177,8 @@ def result_row(
     provenance: Mapping[str, Any], algorithm: str, critic: str, K: int, beta: float, seed: int, step: int, value: float
 ) -> dict[str, Any]:
     """One leaderboard row (DESIGN §6). ``provenance`` is the run's config.json: suite, env,
-    run_id, config_hash, package_version. Each seed is its own leaderboard run."""
+    run_id, config_hash, package_version, method_config (absent from runs started before it
+    existed: "not recorded"). Each seed is its own leaderboard run."""
     return {
         "suite": provenance["suite"],
         "env": provenance["env"],
@@ -194,4 +193,5 @@ def result_row(
         "config_hash": provenance["config_hash"],
         "package_version": provenance["package_version"],
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "method_config": provenance.get("method_config", ""),
     }

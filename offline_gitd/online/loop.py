@@ -443,6 +443,7 @@ def run_online(
         "config_hash": cfg.config_hash(),
         "suite": info.suite,
         "env": info.name,
+        "method_config": cfg.method_config(info.domain),
         "package_version": __version__,
         "created_at": made_by["at"],
         "provenance": made_by,
