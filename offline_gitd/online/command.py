@@ -8,13 +8,22 @@ from pathlib import Path
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
 from offline_gitd.online.config import OnlineConfig
 
-EXAMPLES = """examples:
+DQN_EXAMPLES = """\
   offline_gitd online dqn --env Pong --critic gitd --K 5 --steps 10000000 --seeds 0-2 --out runs/pong-gidqn
   offline_gitd online dqn --env atari:Breakout --critic td --preset strong --utd 4 --out runs/breakout-strong
   offline_gitd online dqn --env CartPole-v1 --critic gitd --steps 50000 --seeds 0-4 --out runs/cartpole
-  offline_gitd online sac --env HalfCheetah-v5 --critic gitd --K 5 --steps 1000000 --out runs/hc-gisac
   offline_gitd online dqn --out runs/cartpole --resume --steps 100000   (continue exactly where it stopped)
 """
+SAC_EXAMPLES = """\
+  offline_gitd online sac --env HalfCheetah-v5 --critic gitd --K 5 --steps 1000000 --out runs/hc-gisac
+  offline_gitd online sac --env Pendulum-v1 --critic td --steps 20000 --seeds 0-2 --out runs/pendulum-sac
+  offline_gitd online sac --out runs/hc-gisac --resume --steps 2000000   (continue exactly where it stopped)
+"""
+EXAMPLES = "examples:\n" + DQN_EXAMPLES + SAC_EXAMPLES
+# Flags that only mean something for one family: epsilon-greedy exploration and the strong DQN
+# preset are DQN's; SAC explores with its policy.
+DQN_ONLY = ("epsilon_start", "epsilon_end", "epsilon_steps", "preset")
+
 
 COLLECT_EXAMPLES = """examples:
   offline_gitd collect LunarLander-v3 --steps 100000 --out offline_gitd/LunarLander-v3/dqn-v0
@@ -39,14 +48,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     algos = online.add_subparsers(dest="algo", metavar="ALGO", required=True)
-    for algo, title in (
-        ("dqn", "DQN family, discrete actions (Atari, classic control)"),
-        ("sac", "SAC family, continuous actions (MuJoCo, Pendulum)"),
+    for algo, title, examples, skip in (
+        ("dqn", "DQN family, discrete actions (Atari, classic control)", DQN_EXAMPLES, ()),
+        ("sac", "SAC family, continuous actions (MuJoCo, Pendulum)", SAC_EXAMPLES, DQN_ONLY),
     ):
         parser = algos.add_parser(
-            algo, help=title, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter
+            algo,
+            help=title,
+            description=title,
+            epilog="examples:\n" + examples,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        add_dataclass_arguments(parser, OnlineConfig, skip=("algo",), only_given=True)
+        add_dataclass_arguments(parser, OnlineConfig, skip=("algo", *skip), only_given=True)
         parser.add_argument(
             "--resume",
             action="store_true",
