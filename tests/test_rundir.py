@@ -146,3 +146,27 @@ def test_config_records_provenance(train_args, minari_root, tmp_path, monkeypatc
     assert made_by["device"]["backend"] == "cpu" and made_by["device"]["kind"]
     assert made_by["platform"]["machine"]
     assert made_by["data_root"] == str(data) and made_by["minari_root"] == str(data / "minari")
+
+
+def test_online_run_resumes_from_a_moved_directory_and_refuses_other_flags(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main([*ONLINE, "--steps", "40", "--out", "first"]) == 0
+    shutil.move(tmp_path / "first", tmp_path / "moved")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["online", "dqn", "--out", "../moved", "--resume", "--lr", "0.1", "--steps", "80"]) == 2
+    assert "--lr 0.1 differs from the run's lr = 0.0005" in _one_error(capsys)
+    assert main(["online", "dqn", "--out", "../moved", "--resume", "--steps", "20"]) == 2
+    assert "--steps 20 is shorter than the run's 40" in _one_error(capsys)
+    assert main(["online", "sac", "--out", "../moved", "--resume", "--steps", "80"]) == 2
+    assert "is an online dqn run: resume it with online dqn" in _one_error(capsys)
+    assert main([*ONLINE, "--out", "../moved", "--resume", "--steps", "80"]) == 0
+    moved = tmp_path / "moved"
+    assert Checkpoints(moved).latest() == 80 and not (tmp_path / "first").exists()
+    config = _config(moved)
+    assert config["config"]["steps"] == 80 and config["config"]["out"] == str(moved)
+    assert config["method_config"] == "batch_size=8 initial_samples=20 mlp_hidden=8"
+    with (moved / "results.csv").open() as f:
+        assert {row["method_config"] for row in csv.DictReader(f)} <= {config["method_config"]}
