@@ -81,8 +81,8 @@ def describe_overrides(resolved: dict[str, Any], reference: dict[str, Any], igno
         value = resolved[name]
         if name in ignored or value == reference.get(name):
             continue
-        text = repr(value) if isinstance(value, float) else str(value)
-        parts.append(f"{name}={text.removesuffix('.0')}")
+        text = repr(value).removesuffix(".0") if isinstance(value, float) else str(value)
+        parts.append(f"{name}={text}")
     return " ".join(parts) or "defaults"
 
 
