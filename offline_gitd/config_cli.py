@@ -30,14 +30,20 @@ def _base_type(annotation: Any) -> Any:
 
 
 def add_dataclass_arguments(
-    parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = (), *, only_given: bool = False
+    parser: argparse.ArgumentParser,
+    cls: type,
+    skip: tuple[str, ...] = (),
+    *,
+    only_given: bool = False,
+    hidden: tuple[str, ...] = (),
 ) -> None:
     """One ``--flag`` per field of ``cls`` (``snake_case`` -> ``--snake-case``).
 
     ``only_given`` leaves a flag the user did not type out of the namespace (argparse's
     ``SUPPRESS``) instead of filling its default, so that a handler can tell "not given" from
     "given the default value": what ``--resume`` needs to refuse only real differences.
-    :func:`from_namespace` fills the absent fields from the dataclass defaults.
+    :func:`from_namespace` fills the absent fields from the dataclass defaults. ``hidden`` fields
+    are parsed (so the handler can refuse them with its own message) but left out of ``--help``.
     """
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
@@ -49,6 +55,8 @@ def add_dataclass_arguments(
         shown = "domain default" if default is None else default
         # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
         help_text = f"{field.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
+        if field.name in hidden:
+            help_text = argparse.SUPPRESS
         parsed_default = argparse.SUPPRESS if only_given else default
         if kind is bool:
             parser.add_argument(

@@ -20,8 +20,8 @@ SAC_EXAMPLES = """\
   offline_gitd online sac --out runs/hc-gisac --resume --steps 2000000   (continue exactly where it stopped)
 """
 EXAMPLES = "examples:\n" + DQN_EXAMPLES + SAC_EXAMPLES
-# Flags that only mean something for one family: epsilon-greedy exploration and the strong DQN
-# preset are DQN's; SAC explores with its policy.
+# Flags that only mean something for DQN (epsilon-greedy exploration, the strong DQN preset): left
+# out of `online sac --help`, and refused there with a reason.
 DQN_ONLY = ("epsilon_start", "epsilon_end", "epsilon_steps", "preset")
 
 
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     algos = online.add_subparsers(dest="algo", metavar="ALGO", required=True)
-    for algo, title, examples, skip in (
+    for algo, title, examples, hide in (
         ("dqn", "DQN family, discrete actions (Atari, classic control)", DQN_EXAMPLES, ()),
         ("sac", "SAC family, continuous actions (MuJoCo, Pendulum)", SAC_EXAMPLES, DQN_ONLY),
     ):
@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             epilog="examples:\n" + examples,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        add_dataclass_arguments(parser, OnlineConfig, skip=("algo", *skip), only_given=True)
+        add_dataclass_arguments(parser, OnlineConfig, skip=("algo",), only_given=True, hidden=hide)
         parser.add_argument(
             "--resume",
             action="store_true",
@@ -118,6 +118,10 @@ def _online(args: argparse.Namespace) -> int:
     from offline_gitd.online.train import resume_config, train
 
     given = given_fields(OnlineConfig, args)
+    exploration = [name for name in DQN_ONLY if name in given and name != "preset"]
+    if args.algo == "sac" and exploration:
+        flag = "--" + exploration[0].replace("_", "-")
+        raise ConfigError(f"{flag} sets DQN's epsilon-greedy exploration; online sac explores with its policy")
     if args.resume:
         if not given.get("out"):
             raise ConfigError("--resume needs --out RUN_DIR")
