@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (README): `make demo` and `make test`.
-# Each creates .venv if missing and installs the package with its pinned dependencies; the
-# install is redone only when pyproject.toml changes (the stamp file).
+# Each creates .venv if missing and installs the package with the exact tested versions of its
+# dependencies (constraints.txt; pyproject.toml holds compatible ranges); the install is redone
+# only when pyproject.toml or constraints.txt changes (the stamp file).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,9 +9,9 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install chromium demo test test-slow test-tfds lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -35,9 +36,9 @@ test-slow: install
 TFDS_VENV := .venv-tfds
 TFDS_STAMP := $(TFDS_VENV)/.installed-stamp
 
-$(TFDS_STAMP): pyproject.toml
+$(TFDS_STAMP): pyproject.toml constraints.txt
 	test -x $(TFDS_VENV)/bin/python || $(PYTHON) -m venv $(TFDS_VENV)
-	$(TFDS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[tfds,dev]'
+	$(TFDS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[tfds,dev]'
 	touch $(TFDS_STAMP)
 
 test-tfds: $(TFDS_STAMP)

@@ -48,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # recorded in a run's provenance
     try:
         return int(args.func(args) or 0)
     except UsageError as err:

@@ -98,7 +98,7 @@ def test_malformed_input_or_board_is_refused_with_file_and_line(
     assert "results.csv:2: unknown atari env 'pong'" in capsys.readouterr().err
     assert board.read_bytes() == content
 
-    board.write_bytes(content + b"atari,Pong,cql,td,1,0.0,-1,5,1.0,x,y,0.1.0,2026-01-01T00:00:00+00:00\n")
+    board.write_bytes(content + b"atari,Pong,cql,td,1,0.0,-1,5,1.0,x,y,0.1.0,2026-01-01T00:00:00+00:00,defaults\n")
     broken = board.read_bytes()
     assert main(["leaderboard", "submit", str(run(tmp_path, "c", seed=3)), "--board", str(board)]) == 2
     assert f"{board}:4: field 'seed': must be >= 0" in capsys.readouterr().err

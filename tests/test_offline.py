@@ -101,8 +101,9 @@ def test_run_writes_config_metrics_results_and_checkpoints(dataset, tmp_path) ->
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == [
         "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
-        "run_id", "config_hash", "package_version", "created_at",
+        "run_id", "config_hash", "package_version", "created_at", "method_config",
     ]  # fmt: skip
+    assert rows[0]["method_config"] == "T=20 batch_size=16 eval_episodes=2 mlp_hidden=16,16 steps_per_epoch=60"
     assert sorted((r["seed"], r["step"]) for r in rows) == [("0", "120"), ("0", "60"), ("1", "120"), ("1", "60")]
     assert all(np.isfinite(float(r["return"])) and float(r["return"]) > 0 for r in rows)
     with (run_dir / "metrics.csv").open() as f:
@@ -128,7 +129,7 @@ def test_resume_continues_bit_identically(dataset, tmp_path, driver: str) -> Non
     offline_learner.train(straight, progress=False)
     first = small_config(dataset, tmp_path / "resumed", driver=driver, epochs=1)
     offline_learner.train(first, progress=False)
-    resumed = offline_learner.resume_config(Path(first.out), epochs=2)
+    resumed = offline_learner.resume_config(Path(first.out), {"epochs": 2})
     offline_learner.train(resumed, resume=True, progress=False)
     a, b = final_state(Path(straight.out), straight), final_state(Path(first.out), straight)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):

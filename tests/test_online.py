@@ -231,7 +231,7 @@ def test_resume_is_bit_identical(tmp_path, algo, env, extra):
     train(straight, progress=False)
     halves = tiny(tmp_path / "halves", steps=80, **common)
     train(halves, progress=False)
-    train(resume_config(tmp_path / "halves", 160), resume=True, progress=False)
+    train(resume_config(tmp_path / "halves", {"steps": 160}), resume=True, progress=False)
     a, b = final_params(tmp_path / "straight", straight), final_params(tmp_path / "halves", straight)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
         np.testing.assert_array_equal(x, y)

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from offline_gitd.data.paths import data_root, rlu_cache_dir, rlu_raw_dir
+from offline_gitd.data.paths import ENV_VAR, data_dir_flag, data_root, rlu_cache_dir, rlu_raw_dir
 from offline_gitd.data.registry import (
     MinariId,
     RluAtariId,
@@ -74,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     minari_parser.add_argument("dataset_id", metavar="ID", help="Minari id, namespace/name-vN")
     minari_parser.add_argument(
         "--data-dir",
-        help="store under DATA_DIR/minari (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)",
+        help="store under DATA_DIR/minari (default: $OFFLINE_GITD_DATA/minari if set, else "
+        "$MINARI_DATASETS_PATH, else ~/.minari/datasets)",
     )
     minari_parser.set_defaults(func=_fetch_minari)
 
@@ -136,8 +137,12 @@ def _fetch_minari(args: argparse.Namespace) -> int:
     datasets_dir = minari_datasets_dir(args.data_dir, os.environ)
     path, downloaded = fetch_minari(dataset.dataset_id, datasets_dir)
     print(f"minari dataset {dataset.dataset_id} {'downloaded to' if downloaded else 'already in'} {path}")
-    if args.data_dir:
-        print(f"load it with MINARI_DATASETS_PATH={datasets_dir}")
+    print(
+        f"train on it with: offline_gitd train --dataset minari:{dataset.dataset_id}{data_dir_flag(args.data_dir)} "
+        "--out RUN_DIR"
+    )
+    if args.data_dir or os.environ.get(ENV_VAR):
+        print(f"load it with plain minari: MINARI_DATASETS_PATH={datasets_dir}")
     return 0
 
 
@@ -258,12 +263,12 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
     spec = f" --checkpoints {format_checkpoints(dataset.checkpoints)}" if dataset.checkpoints else ""
     lines.append(
         f"  fetch: offline_gitd fetch rlu-atari --game {game} --run {run}{spec}"
-        f"{'' if root == data_root(None) else f' --data-dir {root}'}"
+        f"{'' if root == data_root(None) else data_dir_flag(root)}"
     )
     return lines
 
 
-def _minari_info_lines(dataset: MinariId, datasets_dir: Path) -> list[str]:
+def _minari_info_lines(dataset: MinariId, datasets_dir: Path, data_dir: str | None = None) -> list[str]:
     from offline_gitd.data.fetch import directory_size, format_bytes
 
     metadata = _local_minari(datasets_dir).get(dataset.dataset_id)
@@ -271,7 +276,7 @@ def _minari_info_lines(dataset: MinariId, datasets_dir: Path) -> list[str]:
     if metadata is None:
         return lines + [
             f"  not in {datasets_dir}",
-            f"  fetch: offline_gitd fetch minari {dataset.dataset_id}",
+            f"  fetch: offline_gitd fetch minari {dataset.dataset_id}{data_dir_flag(data_dir)}",
         ]
     path = datasets_dir / dataset.dataset_id
     lines.append(f"  local {path}  {format_bytes(directory_size(path))}")
@@ -289,6 +294,6 @@ def _datasets_info(args: argparse.Namespace) -> int:
     if isinstance(dataset, RluAtariId):
         lines = _rlu_info_lines(registry, data_root(args.data_dir), dataset)
     else:
-        lines = _minari_info_lines(dataset, minari_datasets_dir(args.data_dir, os.environ))
+        lines = _minari_info_lines(dataset, minari_datasets_dir(args.data_dir, os.environ), args.data_dir)
     print("\n".join(lines))
     return 0

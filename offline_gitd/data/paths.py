@@ -6,10 +6,13 @@ directory (``$XDG_CACHE_HOME/offline_gitd`` or ``~/.cache/offline_gitd``). Below
     rlu_atari/raw/{layout}/{Game}/run_{N}-{i:05d}-of-{n:05d}    downloaded GZIP TFRecord shards
     rlu_atari/raw/{layout}/{Game}/run_{N}.lock.json            sizes and sha256 of verified shards
     rlu_atari/cache/{Game}/run_{N}/checkpoint_{i:02d}/          decoded memory-mapped arrays
-    minari/                                                    Minari datasets, only with --data-dir
+    minari/                                                    Minari datasets
 
-Minari datasets otherwise stay where the ``minari`` package keeps them (``$MINARI_DATASETS_PATH``,
-default ``~/.minari/datasets``), so datasets fetched or collected here load with plain minari too.
+``minari/`` is used whenever a data root is chosen (``--data-dir`` or ``$OFFLINE_GITD_DATA``), so
+one setting moves all data; the package points ``minari`` at it through ``$MINARI_DATASETS_PATH``
+(plain minari loads those datasets with ``MINARI_DATASETS_PATH=ROOT/minari``). With neither set,
+Minari datasets stay where the ``minari`` package keeps them (``$MINARI_DATASETS_PATH``, default
+``~/.minari/datasets``), so datasets fetched or collected here load with plain minari too.
 
 ``layout`` is ``atari_episodes_ordered`` or ``atari`` (the bucket's own folder names), so a mirror
 of the bucket and the raw folder have the same shape.
@@ -18,6 +21,7 @@ of the bucket and the raw folder have the same shape.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,6 +36,12 @@ def data_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
         return Path(os.environ[ENV_VAR]).expanduser()
     cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
     return Path(cache_home) / "offline_gitd"
+
+
+def data_dir_flag(data_dir: str | os.PathLike[str] | None) -> str:
+    """`` --data-dir D`` (shell-quoted) for a command the CLI prints as a hint, empty without
+    one, so that the hint finds the same data when pasted as it is."""
+    return f" --data-dir {shlex.quote(str(data_dir))}" if data_dir else ""
 
 
 def rlu_raw_dir(root: Path, layout: str, game: str) -> Path:
@@ -50,17 +60,21 @@ def rlu_cache_dir(root: Path, game: str, run: int, checkpoint: int) -> Path:
 
 
 def minari_datasets_dir(data_dir: str | os.PathLike[str] | None, env: Mapping[str, str] = os.environ) -> Path:
-    """Where Minari datasets live: ``{data_dir}/minari`` when given, else minari's own root."""
+    """Where Minari datasets live: ``{root}/minari`` when a data root is chosen (``data_dir``, else
+    ``$OFFLINE_GITD_DATA``), else minari's own root (``$MINARI_DATASETS_PATH``, ``~/.minari``)."""
     if data_dir:
         return Path(data_dir).expanduser() / "minari"
+    if env.get(ENV_VAR):
+        return Path(env[ENV_VAR]).expanduser() / "minari"
     if env.get("MINARI_DATASETS_PATH"):
         return Path(env["MINARI_DATASETS_PATH"]).expanduser()
     return Path.home() / ".minari" / "datasets"
 
 
 def use_minari_root(data_dir: str | os.PathLike[str] | None) -> Path:
-    """Point the ``minari`` package at the datasets of ``data_dir`` (a no-op without one)."""
+    """Point the ``minari`` package at the datasets of the data root (``data_dir``, else
+    ``$OFFLINE_GITD_DATA``); without either, minari keeps its own root."""
     root = minari_datasets_dir(data_dir)
-    if data_dir:
+    if data_dir or os.environ.get(ENV_VAR):
         os.environ["MINARI_DATASETS_PATH"] = str(root)
     return root

@@ -49,6 +49,23 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         "(x - random) / (human - random); d4rl: 100 (x - min) / (max - min) (default %(default)s)",
     )
     parser.add_argument(
+        "--env",
+        dest="envs",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only envs matching PATTERN (shell-style, e.g. 'offline_gitd/*'); repeatable (default: all)",
+    )
+    parser.add_argument(
+        "--method",
+        dest="methods",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only methods matching PATTERN (a method key or algorithm:critic, shell-style, e.g. 'cql:*'); "
+        "repeatable; the baseline is always kept (default: all)",
+    )
+    parser.add_argument(
         "--reps", type=_positive, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)"
     )
     parser.add_argument(
@@ -69,7 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     submit = commands.add_parser("submit", help="validate RUN_DIR/results.csv and append to a board")
     submit.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
-    submit.add_argument("--board", type=Path, required=True, help="board CSV (created if absent)")
+    submit.add_argument(
+        "--board", type=Path, required=True, help="board CSV (the file is created if absent; its directory must exist)"
+    )
     submit.add_argument(
         "--allow-new-env", action="store_true", help="accept envs not in the registry of known envs of their suite"
     )
@@ -104,7 +123,7 @@ def run_submit(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.show import show
 
-    print(show(args.board, args.baseline, args.normalise, args.format, args.reps, args.seed))
+    print(show(args.board, args.baseline, args.normalise, args.format, args.reps, args.seed, args.envs, args.methods))
     print(f"(from board {args.board})", file=sys.stderr)
     return 0
 
@@ -115,7 +134,7 @@ def _analyse(args: argparse.Namespace) -> Analysis:
         raise UsageError(f"{args.out}: exists and is not a directory")
     from offline_gitd.leaderboard.report import analyse
 
-    return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed)
+    return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed, args.envs, args.methods)
 
 
 def run_plot(args: argparse.Namespace) -> int:
@@ -130,7 +149,7 @@ def run_html(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.html import board_provenance, render_page, write_page
 
     analysis = _analyse(args)
-    provenance = board_provenance(args.board, len(analysis.scored))
+    provenance = board_provenance(args.board, len(analysis.scored), args.envs, args.methods)
     path = write_page(
         render_page(analysis.summaries, analysis.figures, analysis.baseline, args.normalise, provenance), args.out
     )

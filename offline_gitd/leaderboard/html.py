@@ -2,7 +2,7 @@
 
 Everything is inside ``index.html`` (figures as base64 PNG, a few lines of vanilla JavaScript to
 sort the table by a clicked column), so the page can be mailed, attached to a CI run or served
-from any static host without losing a piece. The provenance block (board path, sha256, row count,
+from any static host without losing a piece. The provenance block (board file name, sha256, row count,
 package version, generation time) ties the numbers to the exact board they came from.
 """
 
@@ -65,10 +65,13 @@ dt { font-weight: 600; } dd { margin: 0; font-family: monospace; }
 """
 
 
-def board_provenance(board: Path, rows: int) -> dict[str, str]:
-    """What identifies the board a page was made from."""
+def board_provenance(board: Path, rows: int, envs: Sequence[str] = (), methods: Sequence[str] = ()) -> dict[str, str]:
+    """What identifies the board a page was made from: its file name and sha256, never its
+    local path (a published page must not reveal the author's directories), and the filters."""
+    chosen = {"envs": ", ".join(envs), "methods": ", ".join(methods)}
     return {
-        "board": str(board.resolve()),
+        "board": board.name,
+        **{key: value for key, value in chosen.items() if value},
         "sha256": hashlib.sha256(board.read_bytes()).hexdigest(),
         "rows": str(rows),
         "package version": f"offline_gitd {__version__}",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.reference import MINARI_TO_D4RL, atari_scores, d4rl_scores
-from offline_gitd.leaderboard.schema import COLUMNS, ResultRow
+from offline_gitd.leaderboard.schema import COLUMNS, NOT_RECORDED, ResultRow
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,16 +36,48 @@ def to_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
 
 
 def method_keys(frame: pd.DataFrame) -> pd.Series:
-    """``algorithm:critic``, extended with ``:K=..,beta=..`` where that pair has several settings.
+    """``algorithm:critic``, extended where that pair covers several methods: ``:K=..,beta=..``
+    when K or beta vary, `` [method_config]`` when the other method-defining fields vary.
 
-    The short key keeps the common board (one setting per critic) readable; the long key appears
-    only when it is needed to tell two settings apart (e.g. an ablation over K or beta).
+    A method is (algorithm, critic, K, beta, method_config), never fewer fields, so two
+    experiments are never pooled into one line (DESIGN §9). The short key keeps the common board
+    (one setting per critic) readable; the long key appears only where it tells methods apart.
+    Rows from boards written before ``method_config`` existed show ``[config not recorded]``
+    when they share a pair with recorded ones.
     """
     short = frame["algorithm"] + ":" + frame["critic"]
-    settings = frame.groupby(short)[["K", "beta"]].nunique()
-    ambiguous = set(settings.index[(settings["K"] > 1) | (settings["beta"] > 1)])
-    long = short + ":K=" + frame["K"].astype(str) + ",beta=" + frame["beta"].map("{:g}".format)
-    return long.where(short.isin(ambiguous), short)
+    settings = frame.groupby(short)[["K", "beta", "method_config"]].nunique()
+    varies = set(settings.index[(settings["K"] > 1) | (settings["beta"] > 1)])
+    configs = set(settings.index[settings["method_config"] > 1])
+    k_beta = ":K=" + frame["K"].astype(str) + ",beta=" + frame["beta"].map("{:g}".format)
+    label = frame["method_config"].where(frame["method_config"] != NOT_RECORDED, "config not recorded")
+    key = short.where(~short.isin(varies), short + k_beta)
+    return key.where(~short.isin(configs), key + " [" + label + "]")
+
+
+def filter_rows(frame: pd.DataFrame, envs: Sequence[str], methods: Sequence[str], keep: str | None) -> pd.DataFrame:
+    """Rows whose env matches one of ``envs`` and whose method one of ``methods`` (shell-style
+    patterns; a method pattern matches its full key or its ``algorithm:critic``); empty
+    sequences keep everything, and the method ``keep`` (the baseline) is always kept."""
+    from fnmatch import fnmatchcase
+
+    def matches(value: str, patterns: Sequence[str]) -> bool:
+        return any(fnmatchcase(value, pattern) for pattern in patterns)
+
+    kept = frame
+    if envs:
+        kept = kept[kept["env"].map(lambda env: matches(env, envs))]
+        if kept.empty:
+            raise UsageError(f"no rows match --env {' '.join(envs)}; envs: {', '.join(sorted(set(frame['env'])))}")
+    if methods:
+        short = kept["algorithm"] + ":" + kept["critic"]
+        chosen = kept["method"].map(lambda m: matches(m, methods)) | short.map(lambda m: matches(m, methods))
+        if not chosen.any():
+            raise UsageError(
+                f"no rows match --method {' '.join(methods)}; methods: {', '.join(sorted(set(kept['method'])))}"
+            )
+        kept = kept[chosen | (kept["method"] == keep)]
+    return kept
 
 
 def resolve_baseline(frame: pd.DataFrame, baseline: str) -> str:
@@ -53,7 +85,7 @@ def resolve_baseline(frame: pd.DataFrame, baseline: str) -> str:
     methods = sorted(frame["method"].unique())
     if baseline in methods:
         return baseline
-    matches = [method for method in methods if method.startswith(baseline + ":")]
+    matches = [method for method in methods if method.startswith((baseline + ":", baseline + " ["))]
     if len(matches) == 1:
         return matches[0]
     if matches:

@@ -1,7 +1,8 @@
 """Reference scores and the registry of known suites and envs.
 
-The scores are data, not code: they live as CSV under ``leaderboards/reference/`` with their source
-in a header comment (REFERENCE.md, "Scores as data"), and this module only reads them. The env
+The scores are data, not code: they live as CSV in ``reference_tables/`` beside this module, with
+their source in a header comment (REFERENCE.md, "Scores as data"), and this module only reads them.
+They are package data, read through ``importlib.resources``, so an installed wheel has them too. The env
 registry exists so that a typo (``pong`` for ``Pong``) is refused at submit time instead of
 silently becoming a new env on the board; ``--allow-new-env`` is the escape hatch.
 """
@@ -11,13 +12,14 @@ from __future__ import annotations
 import csv
 import functools
 from collections.abc import Iterator
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 from offline_gitd.errors import UsageError
 
-REFERENCE_DIR = Path(__file__).resolve().parents[2] / "leaderboards" / "reference"
-ATARI_TABLE = REFERENCE_DIR / "atari_human_random.csv"
-D4RL_TABLE = REFERENCE_DIR / "d4rl_ref_scores.csv"
+REFERENCE_TABLES = resources.files("offline_gitd.leaderboard") / "reference_tables"
+ATARI_TABLE = REFERENCE_TABLES / "atari_human_random.csv"
+D4RL_TABLE = REFERENCE_TABLES / "d4rl_ref_scores.csv"
 
 GYM_ENVS: frozenset[str] = frozenset({"MountainCar-v0", "LunarLander-v3", "CartPole-v1", "Pendulum-v1", "Acrobot-v1"})
 MUJOCO_ENVS: frozenset[str] = frozenset(
@@ -64,7 +66,7 @@ def _minari_to_d4rl() -> dict[str, str]:
 MINARI_TO_D4RL: dict[str, str] = _minari_to_d4rl()
 
 
-def _data_lines(path: Path) -> Iterator[str]:
+def _data_lines(path: Traversable) -> Iterator[str]:
     """The lines of a reference CSV without its ``#`` header comment."""
     with path.open(encoding="utf-8") as handle:
         yield from (line for line in handle if not line.startswith("#"))

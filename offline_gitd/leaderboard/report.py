@@ -6,6 +6,7 @@ the same numbers for the same board and options.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -22,12 +23,20 @@ class Analysis(NamedTuple):
     figures: dict[str, bytes]
 
 
-def analyse(board: Path, baseline: str, normalise: str, reps: int, seed: int) -> Analysis:
+def analyse(
+    board: Path,
+    baseline: str,
+    normalise: str,
+    reps: int,
+    seed: int,
+    envs: Sequence[str] = (),
+    methods: Sequence[str] = (),
+) -> Analysis:
     from offline_gitd.leaderboard.plot import render_figures
     from offline_gitd.leaderboard.show import load_scored
     from offline_gitd.leaderboard.stats import summarise
 
-    scored, baseline_key = load_scored(board, baseline, normalise)
+    scored, baseline_key = load_scored(board, baseline, normalise, envs, methods)
     summaries = summarise(scored, baseline_key, reps, seed)
     figures = render_figures(scored, summaries, baseline_key, normalise, reps, seed)
     return Analysis(scored, summaries, baseline_key, figures)

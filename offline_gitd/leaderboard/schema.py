@@ -4,6 +4,11 @@ One row is one evaluation of one run at one training step. Every file that holds
 directory's ``results.csv``, a board) is a plain CSV whose header is exactly :data:`COLUMNS`, so a
 board can be read by any tool; parsing goes through :meth:`ResultRow.from_mapping`, so every
 consumer refuses the same malformed values with the same message.
+
+``method_config`` says which method a row is beyond (algorithm, critic, K, beta): the
+method-defining config fields the run set away from its domain's defaults, e.g. ``T=10 lr=0.01``,
+or ``defaults`` (DESIGN §9). Files written before it existed have :data:`LEGACY_COLUMNS` and are
+still read; their rows carry an empty ``method_config`` ("not recorded").
 """
 
 from __future__ import annotations
@@ -31,7 +36,10 @@ COLUMNS: tuple[str, ...] = (
     "config_hash",
     "package_version",
     "created_at",
+    "method_config",
 )
+LEGACY_COLUMNS: tuple[str, ...] = COLUMNS[:-1]
+NOT_RECORDED = ""  # method_config of rows from files written before the column existed
 
 
 class SchemaError(UsageError):
@@ -93,17 +101,18 @@ class ResultRow:
     config_hash: str
     package_version: str
     created_at: str
+    method_config: str = NOT_RECORDED
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, object]) -> ResultRow:
         """Parse a CSV record (strings) or any mapping; raise :class:`SchemaError` naming the field."""
-        missing = [name for name in COLUMNS if name not in mapping]
+        missing = [name for name in LEGACY_COLUMNS if name not in mapping]
         if missing:
             raise SchemaError(f"missing field(s): {', '.join(missing)}")
         unknown = sorted(str(name) for name in mapping if name not in COLUMNS)
         if unknown:
             raise SchemaError(f"unknown field(s): {', '.join(unknown)}")
-        value = {name: "" if mapping[name] is None else str(mapping[name]) for name in COLUMNS}
+        value = {name: "" if mapping.get(name) is None else str(mapping[name]) for name in COLUMNS}
         return cls(
             suite=_text("suite", value["suite"]),
             env=_text("env", value["env"]),
@@ -118,6 +127,7 @@ class ResultRow:
             config_hash=_text("config_hash", value["config_hash"]),
             package_version=_text("package_version", value["package_version"]),
             created_at=_timestamp("created_at", value["created_at"]),
+            method_config=value["method_config"].strip(),
         )
 
     def to_record(self) -> list[str]:
@@ -136,6 +146,7 @@ class ResultRow:
             self.config_hash,
             self.package_version,
             self.created_at,
+            self.method_config,
         ]
 
     @property
@@ -146,7 +157,13 @@ class ResultRow:
         vmapped program) and writes one run_id for all of them, so a single run's curve is
         (run_id, seed).
         """
-        return (self.suite, self.env, self.algorithm, self.critic, self.K, self.beta)
+        return (self.suite, self.env, self.algorithm, self.critic, self.K, self.beta, self.method_config)
+
+
+def is_legacy(path: Path) -> bool:
+    """Whether the CSV at ``path`` has the header of files written before ``method_config``."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        return tuple(next(csv.reader(handle), ())) == LEGACY_COLUMNS
 
 
 def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
@@ -166,15 +183,16 @@ def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
         header = next(reader, None)
         if header is None:
             raise SchemaError(f"{path}:1: empty file, expected the header {','.join(COLUMNS)}")
-        if tuple(header) != COLUMNS:
+        if tuple(header) not in (COLUMNS, LEGACY_COLUMNS):
             raise SchemaError(f"{path}:1: header must be {','.join(COLUMNS)}, got {','.join(header)}")
+        columns = tuple(header)
         rows: list[tuple[int, ResultRow]] = []
         start = reader.line_num + 1
         for record in reader:
-            if len(record) != len(COLUMNS):
-                raise SchemaError(f"{path}:{start}: expected {len(COLUMNS)} cells, got {len(record)}")
+            if len(record) != len(columns):
+                raise SchemaError(f"{path}:{start}: expected {len(columns)} cells, got {len(record)}")
             try:
-                rows.append((start, ResultRow.from_mapping(dict(zip(COLUMNS, record)))))
+                rows.append((start, ResultRow.from_mapping(dict(zip(columns, record)))))
             except SchemaError as err:
                 raise SchemaError(f"{path}:{start}: {err}") from None
             start = reader.line_num + 1

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offline_gitd.leaderboard.normalise import normalise, resolve_baseline, to_frame
+from offline_gitd.leaderboard.normalise import filter_rows, method_keys, normalise, resolve_baseline, to_frame
 from offline_gitd.leaderboard.schema import SchemaError, read_rows
 from offline_gitd.leaderboard.stats import Interval, MethodSummary, summarise
 
@@ -34,13 +34,19 @@ HEADER: tuple[str, ...] = (
 )
 
 
-def load_scored(board: Path, baseline: str, how: str) -> tuple[pd.DataFrame, str]:
-    """The board's rows with normalised ``score`` and the resolved baseline method key."""
+def load_scored(
+    board: Path, baseline: str, how: str, envs: Sequence[str] = (), methods: Sequence[str] = ()
+) -> tuple[pd.DataFrame, str]:
+    """The board's rows with normalised ``score`` and the resolved baseline method key; only the
+    envs and methods matching ``envs`` / ``methods`` (patterns; empty: all), and the baseline.
+    Method keys are made on the chosen envs, so they are as short as those rows allow."""
     rows = [row for _, row in read_rows(board)]
     if not rows:
         raise SchemaError(f"{board}: the board has no rows yet")
-    frame = to_frame(rows)
+    frame = filter_rows(to_frame(rows), envs, (), None).reset_index(drop=True)
+    frame["method"] = method_keys(frame)
     key = resolve_baseline(frame, baseline)
+    frame = filter_rows(frame, (), methods, key).reset_index(drop=True)
     return normalise(frame, how, key), key
 
 
@@ -116,7 +122,16 @@ def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str
     )
 
 
-def show(board: Path, baseline: str, how: str, fmt: str, reps: int, seed: int) -> str:
-    """Read, normalise and summarise a board; the rendered text."""
-    scored, key = load_scored(board, baseline, how)
+def show(
+    board: Path,
+    baseline: str,
+    how: str,
+    fmt: str,
+    reps: int,
+    seed: int,
+    envs: Sequence[str] = (),
+    methods: Sequence[str] = (),
+) -> str:
+    """Read, normalise and summarise a board (its chosen envs and methods); the rendered text."""
+    scored, key = load_scored(board, baseline, how, envs, methods)
     return render(summarise(scored, key, reps, seed), fmt, key, how)

@@ -11,6 +11,8 @@ How the append is made safe (DESIGN §6):
   never a torn last line, which an ``O_APPEND`` write interrupted by a full disk or a kill can
   leave. Earlier rows are never re-serialised, so they stay byte-identical. The copy costs
   O(board size) per submit, which is small next to producing the runs.
+- **Upgrade**: a board written before the ``method_config`` column is rewritten once, with the
+  new header and its rows given an empty ``method_config`` ("not recorded"), when rows are added.
 - **All or nothing**: every row of every run directory is validated, and checked for duplicates
   within the input and against the board, before anything is written.
 """
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.reference import check_env
-from offline_gitd.leaderboard.schema import COLUMNS, ResultRow, SchemaError, read_rows
+from offline_gitd.leaderboard.schema import COLUMNS, ResultRow, SchemaError, is_legacy, read_rows
 
 RESULTS_FILE = "results.csv"
 
@@ -188,8 +190,11 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
         if not new_rows and exists:
             return SubmitReport(board=board, added=added, total_rows=len(board_rows))
         check_new_rows(board_rows, new_rows)
-        old = board.read_bytes() if exists else b""
+        if exists and is_legacy(board):
+            old = encode_rows([item.row for item in board_rows], header=True)
+        else:
+            old = board.read_bytes() if exists else b""
         if old and not old.endswith(b"\n"):
             old += b"\n"
-        replace_atomically(board, old + encode_rows([item.row for item in new_rows], not exists))
+        replace_atomically(board, old + encode_rows([item.row for item in new_rows], not old))
     return SubmitReport(board=board, added=added, total_rows=len(board_rows) + len(new_rows))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from offline_gitd.config_cli import add_dataclass_arguments, from_namespace
+from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
 from offline_gitd.learners.config import OfflineConfig
 
 EXAMPLES = """examples:
@@ -28,8 +28,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_dataclass_arguments(parser, OfflineConfig)
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    add_dataclass_arguments(parser, OfflineConfig, only_given=True)
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (wherever it now is) from its last checkpoint; --epochs may grow, "
+        "any other flag must match the run's",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     parser.set_defaults(func=_train)
 
@@ -38,13 +44,20 @@ def _train(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.learners.offline import resume_config, train
 
+    given = given_fields(OfflineConfig, args)
     if args.resume:
-        if not args.out:
+        if not given.get("out"):
             raise ConfigError("--resume needs --out RUN_DIR")
-        cfg = resume_config(Path(args.out), args.epochs)
+        cfg = resume_config(Path(given["out"]), given)
     else:
         cfg = from_namespace(OfflineConfig, args)
-    run_dir = train(cfg, resume=args.resume, progress=args.progress)
+    run_dir = train(
+        cfg,
+        resume=args.resume,
+        progress=args.progress,
+        overwrite=args.overwrite,
+        command_line=getattr(args, "argv", None),
+    )
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "results.csv", "checkpoints"):
         print(f"  {run_dir / name}")

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from offline_gitd.config_cli import option, parse_int_range, parse_widths
+from offline_gitd.config_cli import describe_overrides, option, parse_int_range, parse_widths
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
@@ -172,12 +172,28 @@ class OfflineConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def algorithm_name(self, action_kind: str) -> str:
+        """What the board calls the algorithm: ``cql``, or without a CQL penalty
+        (``--cql-alpha 0``) what it then is, offline DQN or offline SAC."""
+        if self.cql_alpha is None or self.cql_alpha > 0:
+            return self.algo
+        return "offline-dqn" if action_kind == "discrete" else "offline-sac"
+
+    def method_config(self, domain: str) -> str:
+        """The method-defining fields set away from ``domain``'s defaults (see
+        :func:`~offline_gitd.config_cli.describe_overrides`); identity columns of the board
+        (algorithm, critic, K, beta), paths, seeds, drivers and the run's length are not."""
+        blank = OfflineConfig(dataset=self.dataset, out=self.out or "-", algo=self.algo, critic=self.critic, K=self.K)
+        ignored = ("dataset", "out", "data_dir", "seeds", "driver", "updates_per_call", "epochs", "algo", "critic")
+        return describe_overrides(self.to_dict(), blank.resolve(domain).to_dict(), ignored + ("K", "beta"))
+
     def config_hash(self) -> str:
-        """Hash of everything that defines the learning problem (not seeds, output or data paths),
-        so runs of the same method on the same data share it across seeds."""
+        """Hash of everything that defines the learning problem (not seeds, output or data paths,
+        nor the run's length, which resume may extend), so runs of the same method on the same
+        data share it across seeds."""
         identity = {
             k: v
             for k, v in self.to_dict().items()
-            if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call")
+            if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call", "epochs")
         }
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
-from offline_gitd.data.paths import data_root, rlu_raw_dir, use_minari_root
+from offline_gitd.data.paths import data_dir_flag, data_root, rlu_raw_dir, use_minari_root
 from offline_gitd.data.registry import MinariId, RluAtariId, load_rlu_registry, parse_dataset_id
 from offline_gitd.data.replay import Replay
 from offline_gitd.envs.make import describe_spaces, make_env
@@ -49,7 +49,7 @@ def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
     except FileNotFoundError as err:
         raise UsageError(
             f"{err}; fetch it first: offline_gitd fetch rlu-atari --game {parsed.game} --run {parsed.run} "
-            f"--checkpoints {','.join(map(str, checkpoints))} (looked in {raw})"
+            f"--checkpoints {','.join(map(str, checkpoints))}{data_dir_flag(cfg.data_dir)} (looked in {raw})"
         ) from None
     store = load_rlu_store(
         cfg.data_dir,
@@ -82,7 +82,8 @@ def _load_minari(dataset_id: str, data_dir: str | None = None) -> Any:
     except (FileNotFoundError, ValueError) as err:
         raise UsageError(
             f"no local Minari dataset {dataset_id!r} ({str(err).splitlines()[0]}); "
-            f"get it with: offline_gitd fetch minari {dataset_id}  (or make one: offline_gitd collect)"
+            f"get it with: offline_gitd fetch minari {dataset_id}{data_dir_flag(data_dir)}  (or make one: "
+            f"offline_gitd collect ENV_ID --steps N --out {dataset_id}{data_dir_flag(data_dir)})"
         ) from None
 
 

@@ -7,14 +7,18 @@ builds the learner family for the action space, and hands both to the shared loo
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from offline_gitd.config_cli import resume_changes
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.family import Family, make_discrete_family
 from offline_gitd.learners.run import OfflineData, run_offline
+from offline_gitd.learners.rundir import absolute, check_run_dir
 
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
@@ -47,18 +51,64 @@ def resolve_config(cfg: OfflineConfig) -> OfflineConfig:
     return cfg.resolve(dataset_domain(cfg.dataset, cfg.data_dir))
 
 
-def train(cfg: OfflineConfig, *, resume: bool = False, progress: bool = True) -> Path:
-    """Train as ``cfg`` says (resolving domain defaults first) and return the run directory."""
+def check_torso(torso: str, obs_shape: tuple[int, ...], what: str) -> None:
+    """Refuse a torso that cannot read the observations: the CNNs need image frames, the MLP
+    needs vectors. Checked before any network is built, where a mismatch would otherwise surface
+    as a JAX shape traceback."""
+    images = len(obs_shape) == 3
+    if images == (torso == "mlp"):
+        need = "a convolutional torso (--torso nature, impala or impala-gap)" if images else "--torso mlp"
+        kind = "image" if images else "vector"
+        raise ConfigError(
+            f"{what} has {kind} observations of shape {tuple(obs_shape)}: use {need}, not --torso {torso}"
+        )
+
+
+def train(
+    cfg: OfflineConfig,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    overwrite: bool = False,
+    command_line: Sequence[str] | None = None,
+) -> Path:
+    """Train as ``cfg`` says (resolving domain defaults first) and return the run directory.
+
+    Everything is validated (flags, run directory, dataset, network against observations) before
+    the run directory is written; ``command_line`` is recorded in its provenance.
+    """
     from offline_gitd.learners.datasets import open_offline_data
 
+    cfg = absolute_paths(cfg)
+    check_run_dir(Path(cfg.out), resume, overwrite)
     cfg = resolve_config(cfg)
     data = open_offline_data(cfg)
-    return run_offline(cfg, data, build_family(cfg, data), resume=resume, progress=progress)
+    check_torso(cfg.torso, data.spaces.obs_shape, data.description)
+    family = build_family(cfg, data)
+    return run_offline(
+        cfg, data, family, resume=resume, progress=progress, overwrite=overwrite, command_line=command_line
+    )
 
 
-def resume_config(run_dir: Path, epochs: int | None) -> OfflineConfig:
-    """The saved config of ``run_dir``, optionally with more epochs (the one thing resume may change)."""
+def absolute_paths(cfg: OfflineConfig) -> OfflineConfig:
+    """``--out`` and ``--data-dir`` made absolute, so ``config.json`` holds nothing relative to the
+    directory a run was started from."""
+    out = absolute(cfg.out) if cfg.out else cfg.out
+    data_dir = absolute(cfg.data_dir) if cfg.data_dir else cfg.data_dir
+    return dataclasses.replace(cfg, out=out, data_dir=data_dir)
+
+
+# Where a run is and where its data lives may change on resume (a moved run, another machine);
+# what is learned may not.
+RESUME_FREE = ("out", "data_dir")
+
+
+def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OfflineConfig:
+    """The saved config of the run in ``run_dir`` (wherever it now is), with the flags ``given``
+    on the command line: ``--epochs`` may extend the run, any other difference is refused."""
     from offline_gitd.learners.rundir import read_config
 
-    saved = OfflineConfig(**read_config(run_dir)["config"])
-    return dataclasses.replace(saved, epochs=epochs) if epochs else saved
+    saved = read_config(run_dir)["config"]
+    changes = resume_changes(saved, dict(given or {}), "epochs", RESUME_FREE)
+    changes["out"] = str(run_dir)
+    return dataclasses.replace(OfflineConfig(**saved), **changes)

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,14 @@ from offline_gitd.errors import UsageError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
 from offline_gitd.learners.family import Family
+from offline_gitd.learners.provenance import collect as collect_provenance
 from offline_gitd.learners.rundir import (
     METRICS_FILE,
     RESULT_COLUMNS,
     RESULTS_FILE,
     Checkpoints,
     CsvLog,
-    prepare_run_dir,
-    read_config,
+    open_run_dir,
     result_row,
 )
 
@@ -86,25 +85,39 @@ def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
 
 
 def run_offline(
-    cfg: OfflineConfig, data: OfflineData, family: Family, *, resume: bool = False, progress: bool = True
+    cfg: OfflineConfig,
+    data: OfflineData,
+    family: Family,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    overwrite: bool = False,
+    command_line: Sequence[str] | None = None,
 ) -> Path:
-    """Train ``family`` on ``data`` as ``cfg`` says; returns the run directory."""
+    """Train ``family`` on ``data`` as ``cfg`` says; returns the run directory.
+
+    The run directory is written only once the training state exists (a network that does not
+    fit the data fails before), so a failed start leaves no half-made run behind.
+    """
     run_dir = Path(cfg.out)
     seeds = cfg.seed_list
-    provenance = {
+    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
+    made_by = collect_provenance(command_line, cfg.data_dir)
+    record = {
         "config": cfg.to_dict(),
         "run_id": uuid.uuid4().hex[:12],
         "config_hash": cfg.config_hash(),
         "dataset": data.description,
         "suite": data.suite,
         "env": data.env_name,
+        "algorithm": cfg.algorithm_name(data.spaces.action_kind),
+        "method_config": cfg.method_config(data.domain),
         "package_version": __version__,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": made_by["at"],
+        "provenance": made_by,
     }
-    prepare_run_dir(run_dir, provenance, resume)
-    provenance = read_config(run_dir)
-
-    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
+    provenance = open_run_dir(run_dir, record, made_by, resume, overwrite)
+    algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
     checkpoints = Checkpoints(run_dir)
     start_epoch = checkpoints.latest() or 0
     if resume and start_epoch:
@@ -170,7 +183,7 @@ def run_offline(
             if len(returns[i]):
                 result_rows.append(
                     result_row(
-                        provenance, cfg.algo, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))
+                        provenance, algorithm, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))
                     )
                 )
         metrics_log.append(metric_rows)

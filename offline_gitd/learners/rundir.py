@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,16 +21,14 @@ import jax
 import orbax.checkpoint as ocp
 
 from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.schema import COLUMNS
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 RESULTS_FILE = "results.csv"
 CHECKPOINTS = "checkpoints"
 # The leaderboard's result row (DESIGN §6), in order.
-RESULT_COLUMNS = (
-    "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
-    "run_id", "config_hash", "package_version", "created_at",
-)  # fmt: skip
+RESULT_COLUMNS = COLUMNS
 
 
 def write_json_atomic(path: Path, payload: Mapping[str, Any]) -> None:
@@ -38,17 +37,65 @@ def write_json_atomic(path: Path, payload: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def prepare_run_dir(run_dir: Path, config: Mapping[str, Any], resume: bool) -> None:
-    """Create a fresh run directory, or check that ``resume`` finds the same run there."""
-    config_path = run_dir / CONFIG_FILE
+def absolute(path: str) -> str:
+    """``path`` absolute and normalised (``~`` and ``..`` resolved, symlinks kept): what
+    ``config.json`` stores, so that nothing in it depends on the cwd a run was started from."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a started run (its config, or checkpoints of one)."""
+    return (run_dir / CONFIG_FILE).exists() or (run_dir / CHECKPOINTS).exists()
+
+
+def check_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse, before any work, a ``--out`` that cannot be used as asked: resuming a directory
+    with no run in it, or starting over a run without ``--overwrite``."""
+    if resume and overwrite:
+        raise UsageError("--resume and --overwrite contradict each other: pass one")
     if resume:
-        if not config_path.exists():
+        if not (run_dir / CONFIG_FILE).exists():
             raise UsageError(f"nothing to resume in {run_dir}: no {CONFIG_FILE}")
         return
-    if config_path.exists() or (run_dir / CHECKPOINTS).exists():
-        raise UsageError(f"{run_dir} already holds a run; pass --resume to continue it or choose another --out")
+    if holds_run(run_dir) and not overwrite:
+        raise UsageError(
+            f"{run_dir} already holds a run; pass --resume to continue it, --overwrite to replace it, "
+            "or choose another --out"
+        )
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UsageError(f"--out {run_dir} exists and is not a directory")
+
+
+def start_run_dir(run_dir: Path, config: Mapping[str, Any], overwrite: bool) -> None:
+    """Create the run directory and its ``config.json``, once the run has started (its config
+    resolved, its data loaded, its networks built), so a failed start leaves nothing behind.
+    ``overwrite`` first removes the run that was there (only a directory holding a run)."""
+    if overwrite and holds_run(run_dir):
+        shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(config_path, config)
+    write_json_atomic(run_dir / CONFIG_FILE, config)
+
+
+def record_resume(run_dir: Path, config: Mapping[str, Any], provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """Rewrite ``config.json`` of a resumed run: its (possibly extended) config, and what resumed
+    it appended to ``resumes``; the original run id, hash and provenance are kept."""
+    saved = read_config(run_dir)
+    saved["config"] = dict(config)
+    saved["resumes"] = [*saved.get("resumes", []), dict(provenance)]
+    write_json_atomic(run_dir / CONFIG_FILE, saved)
+    return saved
+
+
+def open_run_dir(
+    run_dir: Path, record: Mapping[str, Any], made_by: Mapping[str, Any], resume: bool, overwrite: bool
+) -> dict[str, Any]:
+    """Write the run's ``config.json`` now that it has started: ``record`` for a new run, or the
+    saved one with ``record``'s config and ``made_by`` appended to its resumes; returns what the
+    run directory now says (run id, hash, suite, env: what result rows carry)."""
+    if resume:
+        return record_resume(run_dir, record["config"], made_by)
+    start_run_dir(run_dir, record, overwrite)
+    return dict(record)
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:
@@ -130,7 +177,8 @@ def result_row(
     provenance: Mapping[str, Any], algorithm: str, critic: str, K: int, beta: float, seed: int, step: int, value: float
 ) -> dict[str, Any]:
     """One leaderboard row (DESIGN §6). ``provenance`` is the run's config.json: suite, env,
-    run_id, config_hash, package_version. Each seed is its own leaderboard run."""
+    run_id, config_hash, package_version, method_config (absent from runs started before it
+    existed: "not recorded"). Each seed is its own leaderboard run."""
     return {
         "suite": provenance["suite"],
         "env": provenance["env"],
@@ -145,4 +193,5 @@ def result_row(
         "config_hash": provenance["config_hash"],
         "package_version": provenance["package_version"],
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "method_config": provenance.get("method_config", ""),
     }

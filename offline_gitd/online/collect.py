@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_gitd import __version__
-from offline_gitd.data.paths import minari_datasets_dir
+from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
@@ -60,17 +58,12 @@ class CollectRequest:
 
 def _code_version() -> str:
     """Package version and, from a git checkout, the commit (``+dirty`` with local changes)."""
-    here = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = dirty = ""
-    return f"offline_gitd {__version__}" + (f" (git {commit}{'+dirty' if dirty else ''})" if commit else "")
+    from offline_gitd.learners.provenance import git_commit
+
+    git = git_commit()
+    if git is None:
+        return f"offline_gitd {__version__}"
+    return f"offline_gitd {__version__} (git {git['commit'][:7]}{'+dirty' if git['dirty'] else ''})"
 
 
 def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
@@ -85,8 +78,11 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
         raise UsageError(f"--horizon must be >= 1, got {request.horizon}")
     try:
         parse_dataset_id(request.dataset_id)
-    except Exception as err:  # minari raises plain ValueErrors / AssertionErrors here
-        raise UsageError(f"bad Minari dataset id {request.dataset_id!r}: {err}") from None
+    except Exception:  # minari raises ValueErrors, but also TypeErrors for an id with no version
+        raise UsageError(
+            f"bad Minari dataset id {request.dataset_id!r}: expected [namespace/]name-vN, "
+            "e.g. offline_gitd/CartPole-v1/dqn-v0"
+        ) from None
     if request.env_id.startswith(("ALE/", ATARI_PREFIX)) or request.env_id in RLU_GAMES:
         raise UsageError("collect records gymnasium vector-observation envs; Atari data comes from RL Unplugged")
     env = make_env(request.env_id, 0)  # unknown ids -> UsageError with close matches
@@ -136,8 +132,7 @@ def _final_return(run_dir: Path) -> float:
 def collect(request: CollectRequest, *, progress: bool = True) -> Path:
     """Train (or run) the behaviour policy, record everything, write the dataset; returns the
     Minari root it went to."""
-    if request.data_dir:
-        os.environ["MINARI_DATASETS_PATH"] = str(minari_datasets_dir(request.data_dir))
+    use_minari_root(request.data_dir)
     policy, algo, horizon = _check_request(request)
     import minari
 
@@ -196,4 +191,4 @@ def collect(request: CollectRequest, *, progress: bool = True) -> Path:
     finally:
         if request.run_dir is None:
             shutil.rmtree(run_dir, ignore_errors=True)
-    return minari_datasets_dir(None)
+    return minari_datasets_dir(request.data_dir)

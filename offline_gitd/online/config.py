@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from offline_gitd.config_cli import option, parse_int_range, parse_widths
+from offline_gitd.config_cli import describe_overrides, option, parse_int_range, parse_widths
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
@@ -215,6 +215,14 @@ class OnlineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def method_config(self, domain: str) -> str:
+        """The method-defining fields set away from the env's defaults (see
+        :func:`~offline_gitd.config_cli.describe_overrides`); identity columns of the board
+        (algorithm, critic, K, beta), paths, seeds, the driver, length and logging are not."""
+        blank = OnlineConfig(algo=self.algo, env=self.env, out=self.out or "-", critic=self.critic, K=self.K)
+        ignored = ("env", "out", "seeds", "driver", "steps", "log_every", "checkpoint_every", "algo", "critic")
+        return describe_overrides(self.to_dict(), blank.resolve(domain).to_dict(), ignored + ("K", "beta"))
 
     def config_hash(self) -> str:
         """Hash of what defines the learning problem (not seeds, output, length or logging)."""

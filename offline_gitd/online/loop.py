@@ -23,9 +23,8 @@ import os
 import pickle
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from offline_gitd.data.replay import EpisodeStore
 from offline_gitd.envs.make import make_env
 from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
 from offline_gitd.learners.family import Family
+from offline_gitd.learners.provenance import collect as collect_provenance
 from offline_gitd.learners.run import TrainingDiverged, _flatten_metrics, stack_seeds
 from offline_gitd.learners.rundir import (
     METRICS_FILE,
@@ -48,8 +48,7 @@ from offline_gitd.learners.rundir import (
     RESULTS_FILE,
     Checkpoints,
     CsvLog,
-    prepare_run_dir,
-    read_config,
+    open_run_dir,
     result_row,
 )
 from offline_gitd.online.config import OnlineConfig
@@ -164,14 +163,15 @@ class OnlineRun:
         run_dir: Path,
         progress: bool,
         wrap_env: Callable[[gym.Env], gym.Env] | None,
+        open_dir: Callable[[], dict[str, Any]],
     ) -> None:
+        """``open_dir`` writes the run directory; it is called once the networks exist (a network
+        that does not fit the env fails before), and returns what config.json then says."""
         self.cfg, self.info, self.family, self.run_dir, self.progress = cfg, info, family, run_dir, progress
         self.seeds = cfg.seed_list
         self.utd = utd_fraction(cfg.utd)
         self.wrap_env = wrap_env or (lambda env: env)
         self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
-        self.provenance = read_config(run_dir)
-        self.checkpoints = Checkpoints(run_dir)
         self.driver = choose_driver(cfg.driver, cfg.torso)
         self.run_chunk = make_chunk_runner(family.step, self.driver)
         seeds = jnp.asarray(self.seeds)
@@ -190,6 +190,8 @@ class OnlineRun:
             )
             self.policy = lambda state, obs, step: explore(state, obs, seeds, step)
         self.metric_columns = self._metric_columns(family, info)
+        self.provenance = open_dir()
+        self.checkpoints = Checkpoints(run_dir)
         self.slots: list[SeedSlot] = []
         self.updates = 0
         self.window: dict[str, Any] = {}
@@ -426,21 +428,29 @@ def run_online(
     resume: bool = False,
     progress: bool = True,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+    overwrite: bool = False,
+    command_line: Sequence[str] | None = None,
 ) -> Path:
     """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
 
     ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it).
     """
     run_dir = Path(cfg.out)
-    provenance = {
+    made_by = collect_provenance(command_line, None)
+    record = {
         "config": cfg.to_dict(),
         "run_id": uuid.uuid4().hex[:12],
         "config_hash": cfg.config_hash(),
         "suite": info.suite,
         "env": info.name,
+        "method_config": cfg.method_config(info.domain),
         "package_version": __version__,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": made_by["at"],
+        "provenance": made_by,
     }
-    prepare_run_dir(run_dir, provenance, resume)
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env).run(resume)
+
+    def open_dir() -> dict[str, Any]:
+        return open_run_dir(run_dir, record, made_by, resume, overwrite)
+
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, open_dir).run(resume)
     return run_dir

@@ -9,13 +9,14 @@ TDRC -> QRC / SACRC, i-TD -> i-DQN / i-SAC, Gi-TD -> Gi-DQN / Gi-SAC.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
+from offline_gitd.config_cli import resume_changes
 from offline_gitd.envs.atari import RLU_GAMES, resolve_game
 from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, make_env
 from offline_gitd.errors import ConfigError, UsageError
@@ -111,17 +112,36 @@ def train(
     resume: bool = False,
     progress: bool = True,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+    overwrite: bool = False,
+    command_line: Sequence[str] | None = None,
 ) -> Path:
-    """Run ``cfg`` (resolving the env's defaults first) and return the run directory."""
+    """Run ``cfg`` (resolving the env's defaults first) and return the run directory; nothing is
+    written until the flags, the run directory, the env and the networks have been checked."""
+    from offline_gitd.learners.rundir import absolute, check_run_dir
     from offline_gitd.online.loop import run_online
 
+    if cfg.out:
+        cfg = dataclasses.replace(cfg, out=absolute(cfg.out))
+        check_run_dir(Path(cfg.out), resume, overwrite)
     cfg, info = resolve_config(cfg)
-    return run_online(cfg, info, build_family(cfg, info), resume=resume, progress=progress, wrap_env=wrap_env)
+    return run_online(
+        cfg,
+        info,
+        build_family(cfg, info),
+        resume=resume,
+        progress=progress,
+        wrap_env=wrap_env,
+        overwrite=overwrite,
+        command_line=command_line,
+    )
 
 
-def resume_config(run_dir: Path, steps: int | None) -> OnlineConfig:
-    """The saved config of ``run_dir``, optionally with more steps (the one thing resume may change)."""
+def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OnlineConfig:
+    """The saved config of the run in ``run_dir`` (wherever it now is), with the flags ``given``
+    on the command line: ``--steps`` may extend the run, any other difference is refused."""
     from offline_gitd.learners.rundir import read_config
 
-    saved = OnlineConfig(**read_config(run_dir)["config"])
-    return dataclasses.replace(saved, steps=steps) if steps else saved
+    saved = read_config(run_dir)["config"]
+    changes = resume_changes(saved, dict(given or {}), "steps", ("out",))
+    changes["out"] = str(run_dir)
+    return dataclasses.replace(OnlineConfig(**saved), **changes)
