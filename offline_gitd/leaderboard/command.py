@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.normalise import NORMALISATIONS
 from offline_gitd.leaderboard.show import FORMATS
+from offline_gitd.output_paths import require_dir_target, require_file_target
 
 if TYPE_CHECKING:
     from offline_gitd.leaderboard.report import Analysis
@@ -94,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_submit(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.submit import submit
 
+    require_file_target(args.board, "--board")
     report = submit(args.run_dirs, args.board, args.allow_new_env)
     for run_dir, count in report.added.items():
         print(f"added {count} row(s) from {run_dir}")
@@ -111,8 +112,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _analyse(args: argparse.Namespace) -> Analysis:
     """Scores, summaries, baseline key and figures: the common part of plot and html."""
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"{args.out}: exists and is not a directory")
+    require_dir_target(args.out, "--out")
     from offline_gitd.leaderboard.report import analyse
 
     return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed)

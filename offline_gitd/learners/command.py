@@ -37,7 +37,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.learners.offline import resume_config, train
+    from offline_gitd.output_paths import require_dir_if_present, require_dir_target
 
+    if args.out:
+        require_dir_target(args.out, "--out")
+    require_dir_if_present(args.data_dir, "--data-dir")
     if args.resume:
         if not args.out:
             raise ConfigError("--resume needs --out RUN_DIR")

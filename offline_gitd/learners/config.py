@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from offline_gitd.config_cli import option, parse_int_range, parse_widths
+from offline_gitd.config_cli import check_common_ranges, option, parse_seeds, parse_widths
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
@@ -115,7 +115,7 @@ class OfflineConfig:
 
     @property
     def seed_list(self) -> list[int]:
-        return parse_int_range(self.seeds, "--seeds")
+        return parse_seeds(self.seeds)
 
     def critic_config(self) -> CriticConfig:
         return CriticConfig(
@@ -146,6 +146,7 @@ class OfflineConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        check_common_ranges(self)
         if self.eval_episodes is not None and self.eval_episodes < 0:
             raise ConfigError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
         if not 0.0 < self.gamma <= 1.0:

@@ -12,8 +12,12 @@ import argparse
 from pathlib import Path
 
 from offline_gitd.errors import UsageError
+from offline_gitd.output_paths import require_file_target
 
 MDP_CHOICES = ("star", "hall", "triangle")
+# Expected updates keep all K + 1 functions of the sequence on the device and update them every
+# step; 10,000 is 33x the paper's K = 300 and still fits in memory on a laptop (1e8 asks 34 GB).
+MAX_K = 10_000
 CRITIC_NAMES = ("td", "tdrc", "itd", "gitd")
 
 
@@ -76,8 +80,11 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
     if args.lr is not None and not args.lr > 0:
         raise UsageError(f"--lr must be > 0, got {args.lr}")
-    if args.K is not None and args.K < 1:
-        raise UsageError(f"--K must be >= 1, got {args.K}")
+    if args.K is not None and not 1 <= args.K <= MAX_K:
+        raise UsageError(f"--K must be in [1, {MAX_K}] (the paper's largest is 300), got {args.K}")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None:
+            require_file_target(path, flag)
 
     from offline_gitd.mdps import experiment as ex
 

@@ -97,13 +97,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.online.train import resume_config, train
+    from offline_gitd.output_paths import require_dir_target
 
+    if args.out:
+        require_dir_target(args.out, "--out")
     if args.resume:
         if not args.out:
             raise ConfigError("--resume needs --out RUN_DIR")
         cfg = resume_config(Path(args.out), args.steps)
     else:
-        cfg = from_namespace(OnlineConfig, args, steps=args.steps or OnlineConfig().steps)
+        cfg = from_namespace(OnlineConfig, args, steps=OnlineConfig().steps if args.steps is None else args.steps)
     run_dir = train(cfg, resume=args.resume, progress=args.progress)
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "episodes.csv", "results.csv", "checkpoints"):
@@ -113,7 +116,12 @@ def _online(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     from offline_gitd.online.collect import CollectRequest, collect
+    from offline_gitd.output_paths import require_dir_target
 
+    if args.run_dir:
+        require_dir_target(args.run_dir, "--run-dir")
+    if args.data_dir:
+        require_dir_target(args.data_dir, "--data-dir")
     request = CollectRequest(
         env_id=args.env_id,
         steps=args.steps,
