@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -53,10 +54,11 @@ def parse_ratio(text: str) -> float:
 
 
 def check_range(flag: str, value: float | None, low: float, high: float | None = None, why: str = "") -> None:
-    """Refuse ``value`` outside ``[low, high]`` (``None`` values are "domain default": accepted)."""
+    """Refuse ``value`` outside ``[low, high]``, NaN and infinities included (``None`` values are
+    "domain default": accepted)."""
     if value is None:
         return
-    if value < low or (high is not None and value > high):
+    if not math.isfinite(value) or value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ConfigError(f"{flag} must be {bound}{f' ({why})' if why else ''}, got {value}")
 

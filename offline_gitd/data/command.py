@@ -22,6 +22,10 @@ from offline_gitd.data.registry import (
     parse_dataset_id,
 )
 
+# A run has at most 50 shards (one per checkpoint); more threads than that only open sockets.
+MAX_JOBS = 64
+# A socket timeout below a millisecond can never be met by a real server.
+MIN_TIMEOUT = 0.001
 _DATA_DIR_HELP = "data root (default: $OFFLINE_GITD_DATA, else ~/.cache/offline_gitd)"
 
 
@@ -105,12 +109,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _fetch_rlu_atari(args: argparse.Namespace) -> int:
+    from offline_gitd.config_cli import check_range
     from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari, summary_lines
     from offline_gitd.errors import UsageError
     from offline_gitd.output_paths import require_dir_target
 
-    if args.retries < 1 or args.retry_delay < 0 or args.timeout <= 0:
-        raise UsageError("--retries must be >= 1, --retry-delay >= 0 and --timeout > 0")
+    check_range("--jobs", args.jobs, 1, MAX_JOBS, why="parallel downloads")
+    check_range("--retries", args.retries, 1)
+    check_range("--retry-delay", args.retry_delay, 0)
+    check_range("--timeout", args.timeout, MIN_TIMEOUT, why="seconds")
     require_dir_target(data_root(args.data_dir), "--data-dir")
     summary = fetch_rlu_atari(
         load_rlu_registry(),

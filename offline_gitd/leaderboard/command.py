@@ -20,15 +20,29 @@ if TYPE_CHECKING:
 
 DEFAULT_BASELINE = "cql:td"
 DEFAULT_REPS = 2000
+# Bootstrap replications: rliable's own default is 50,000; each one resamples every run of every
+# method, so 10**9 would take hours for no visible change in the intervals.
+MAX_REPS = 100_000
 
 
-def _positive(text: str) -> int:
+def _reps(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if not 1 <= value <= MAX_REPS:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, {MAX_REPS}], got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """numpy's generators take seeds in [0, 2**32)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32), got {value}")
     return value
 
 
@@ -48,11 +62,9 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         "paper and 1 + (x - b) / |b| for b < 0, so 1 is the baseline and higher is better; human: Atari "
         "(x - random) / (human - random); d4rl: 100 (x - min) / (max - min) (default %(default)s)",
     )
+    parser.add_argument("--reps", type=_reps, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)")
     parser.add_argument(
-        "--reps", type=_positive, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the bootstrap, for reproducible intervals (default 0)"
+        "--seed", type=_seed, default=0, help="seed of the bootstrap, for reproducible intervals (default 0)"
     )
 
 

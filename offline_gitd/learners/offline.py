@@ -61,4 +61,4 @@ def resume_config(run_dir: Path, epochs: int | None) -> OfflineConfig:
     from offline_gitd.learners.rundir import read_config
 
     saved = OfflineConfig(**read_config(run_dir)["config"])
-    return dataclasses.replace(saved, epochs=epochs) if epochs else saved
+    return dataclasses.replace(saved, epochs=epochs) if epochs is not None else saved

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from offline_gitd.config_cli import check_common_ranges, option, parse_ratio, parse_seeds, parse_widths
+from offline_gitd.config_cli import check_common_ranges, check_range, option, parse_ratio, parse_seeds, parse_widths
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
@@ -185,11 +185,13 @@ class OnlineConfig:
             raise ConfigError("--env ENV_ID is required")
         if not self.out:
             raise ConfigError("--out RUN_DIR is required")
-        for name in ("batch_size", "steps", "n_step", "head_hidden", "log_every", "checkpoint_every", "replay_size"):
+        for name in ("batch_size", "steps", "n_step", "head_hidden", "log_every", "checkpoint_every"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
         check_common_ranges(self)
+        # The window must hold a transition and its successor row (online.replay.WindowedReplay).
+        check_range("--replay-size", self.replay_size, 2, why="a transition and the row after it")
         for name in ("initial_samples", "epsilon_steps"):
             value = getattr(self, name)
             if value is not None and value < 0:

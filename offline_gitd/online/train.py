@@ -124,4 +124,4 @@ def resume_config(run_dir: Path, steps: int | None) -> OnlineConfig:
     from offline_gitd.learners.rundir import read_config
 
     saved = OnlineConfig(**read_config(run_dir)["config"])
-    return dataclasses.replace(saved, steps=steps) if steps else saved
+    return dataclasses.replace(saved, steps=steps) if steps is not None else saved
