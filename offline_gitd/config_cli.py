@@ -26,6 +26,9 @@ MAX_SEEDS = 100
 # Network widths and batch sizes: 2**16 is 256x the paper's largest (FC 256, batch 256).
 MAX_WIDTH = 65_536
 MAX_BATCH = 65_536
+# Online Q-heads: twice the paper's largest K (its K ablation: 5 and 50). Every head is a
+# Q-function (a whole network with independent heads) in memory and in each update.
+MAX_K = 100
 # n-step returns: the replay assembles all n rewards of each sampled return, so n is a cost per
 # sample; the paper uses 1 and 3.
 MAX_N_STEP = 1_000
@@ -128,6 +131,7 @@ def parse_int_range(text: str, name: str, max_count: int | None = None) -> list[
 def check_common_ranges(cfg: Any) -> None:
     """Bounds shared by the offline and online configs (fields ``None`` until resolved pass)."""
     check_range("--horizon", cfg.horizon, 1, why="an episode needs at least one step")
+    check_range("--K", cfg.K, 1, MAX_K, why="twice the paper's largest, 50")
     check_range("--batch-size", cfg.batch_size, 1, MAX_BATCH)
     check_range("--n-step", cfg.n_step, 1, MAX_N_STEP)
     check_range("--head-hidden", cfg.head_hidden, 1, MAX_WIDTH)

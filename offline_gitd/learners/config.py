@@ -141,7 +141,7 @@ class OfflineConfig:
     def validate(self) -> None:
         if not self.out:
             raise ConfigError("--out RUN_DIR is required")
-        positive_ints = ("batch_size", "epochs", "steps_per_epoch", "n_step", "updates_per_call", "head_hidden")
+        positive_ints = ("epochs", "steps_per_epoch", "updates_per_call")
         for name in positive_ints:
             value = getattr(self, name)
             if value is not None and value < 1:

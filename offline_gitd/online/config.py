@@ -185,7 +185,7 @@ class OnlineConfig:
             raise ConfigError("--env ENV_ID is required")
         if not self.out:
             raise ConfigError("--out RUN_DIR is required")
-        for name in ("batch_size", "steps", "n_step", "head_hidden", "log_every", "checkpoint_every"):
+        for name in ("steps", "log_every", "checkpoint_every"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
