@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -84,6 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _run(args: argparse.Namespace) -> int:
+    """Run the command holding back Python warnings from the libraries under it: shown once it has
+    finished, dropped when it fails, so that a failure stays one line (``--debug`` shows them as
+    they come)."""
+    with warnings.catch_warnings(record=True) as caught:
+        code = int(args.func(args) or 0)
+    for item in caught:
+        warnings.showwarning(item.message, item.category, item.filename, item.lineno, item.file, item.line)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every failure is one line on stderr and a non-zero exit code."""
     args_list, debug = split_debug(sys.argv[1:] if argv is None else argv)
@@ -93,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help()
             return 2
-        return int(args.func(args) or 0)
+        return _run(args) if not debug else int(args.func(args) or 0)
     except UsageError as err:
         if debug:
             raise

@@ -335,8 +335,10 @@ def _run_cli(args: list[str], cwd: Path, *, timeout: int = 180) -> subprocess.Co
         ["online", "dqn", "--env", "CartPole-v1", "--utd", "1/4", "--steps", "0", "--out", "D"],
         ["train", "--K", "x"],
         ["leaderboard", "show", "--board", "random.bin"],
+        # ALE's emulator banner once stood two lines in front of the error.
+        ["online", "dqn", "--env", "atari:Pong", "--K", "0", "--out", "D"],
     ],
-    ids=["online-steps-0", "argparse", "board-not-utf8"],
+    ids=["online-steps-0", "argparse", "board-not-utf8", "atari-no-banner"],
 )
 def test_as_a_process_bad_input_exits_2_with_one_line(argv: list[str], workspace: Path) -> None:
     before = snapshot(workspace)
@@ -350,3 +352,41 @@ def test_as_a_process_debug_shows_the_traceback(workspace: Path) -> None:
     result = _run_cli(["leaderboard", "show", "--board", "random.bin", "--debug"], workspace)
     assert result.returncode == 1
     assert "Traceback" in result.stderr and "not a UTF-8 CSV file" in result.stderr
+
+
+WARNING_DRIVER = """
+import sys, warnings
+import offline_gitd.mdps.command as command
+from offline_gitd.cli import main
+
+def failing(args):
+    warnings.warn("library noise before the failure")
+    raise RuntimeError("the failure")
+
+def succeeding(args):
+    warnings.warn("library noise of a good run")
+    return 0
+
+command.handle = failing
+main(["mdp", "star"])
+print("--- now a good run ---", file=sys.stderr, flush=True)
+command.handle = succeeding
+sys.exit(main(["mdp", "star"]))
+"""
+
+
+def test_warnings_are_held_back_so_a_failure_stays_one_line(tmp_path: Path) -> None:
+    """A library's warning printed before the error would make it two lines; after a good run it
+    is still shown. Runs in a fresh interpreter, where warnings reach stderr as a user sees them."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-W", "default", "-c", WARNING_DRIVER],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    failed, succeeded = result.stderr.split("--- now a good run ---\n")
+    assert failed == "offline_gitd: error: RuntimeError: the failure (run with --debug for the traceback)\n"
+    assert "library noise of a good run" in succeeded and result.returncode == 0
