@@ -26,6 +26,7 @@ from test_leaderboard_synthetic import write_run  # noqa: E402
 
 from offline_gitd import cli  # noqa: E402
 from offline_gitd.cli import build_parser, main  # noqa: E402
+from offline_gitd.leaderboard.schema import COLUMNS, read_rows  # noqa: E402
 from offline_gitd.leaderboard.submit import submit  # noqa: E402
 from offline_gitd.online.config import OnlineConfig  # noqa: E402
 from offline_gitd.online.schedules import utd_fraction  # noqa: E402
@@ -82,6 +83,10 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "bad.toml").write_text("this is = not [toml\n")
     (tmp_path / "grid.toml").write_text(BAD_GRID)
     (tmp_path / "folder").mkdir()
+    (tmp_path / "utf16.csv").write_text("suite,env\n", encoding="utf-16")
+    (tmp_path / "huge.csv").write_text(",".join(COLUMNS) + "\n" + '"' + "x" * 200_000 + '"\n')
+    (tmp_path / "binrun").mkdir()
+    (tmp_path / "binrun" / "results.csv").write_bytes(NOT_UTF8)
     run = write_run(
         tmp_path / "run", env="Pong", algorithm="cql", critic="td", seed=0, steps=[0, 10], returns=[-21.0, -5.0]
     )
@@ -198,6 +203,8 @@ CASES: list[tuple[list[str], str]] = [
     # leaderboard
     ([*SHOW, "random.bin"], "random.bin: not a UTF-8 CSV file"),
     ([*SHOW, "empty.csv"], "empty.csv:1: empty file"),
+    ([*SHOW, "utf16.csv"], "utf16.csv: not a UTF-8 CSV file"),
+    ([*SHOW, "huge.csv"], "huge.csv: not a CSV file (field larger than field limit"),
     ([*SHOW, "nothere.csv"], "nothere.csv: no such file"),
     ([*SHOW, "folder"], "folder: is a directory, expected a CSV file"),
     ([*SHOW, "board.csv", "--reps", "0"], "argument --reps: expected an integer in [1, 100000]"),
@@ -207,6 +214,7 @@ CASES: list[tuple[list[str], str]] = [
     (["leaderboard", "submit", "run", "--board", "random.bin"], "random.bin: not a UTF-8 CSV file"),
     (["leaderboard", "submit", "run", "--board", "folder"], "--board folder: is a directory"),
     (["leaderboard", "submit", "folder", "--board", "new.csv"], "results.csv: no such file"),
+    (["leaderboard", "submit", "binrun", "--board", "board.csv"], "binrun/results.csv: not a UTF-8 CSV file"),
     (["leaderboard", "plot", "--board", "board.csv", "--out", "F"], "--out F: exists and is not a directory"),
     (["leaderboard", "plot", "--board", "random.bin", "--out", "figures"], "not a UTF-8 CSV file"),
     (["leaderboard", "html", "--board", "random.bin", "--out", "site"], "not a UTF-8 CSV file"),
@@ -251,6 +259,13 @@ def test_bad_input_is_one_line_nonzero_and_writes_nothing(
     assert err.startswith("offline_gitd: error: ") and reason in err, err
     assert "Traceback" not in err
     assert snapshot(workspace) == before
+
+
+def test_a_board_saved_with_a_byte_order_mark_reads(workspace: Path) -> None:
+    """Spreadsheets save UTF-8 with a BOM; it is not part of the header."""
+    marked = workspace / "marked.csv"
+    marked.write_bytes(b"\xef\xbb\xbf" + (workspace / "board.csv").read_bytes())
+    assert read_rows(marked) == read_rows(workspace / "board.csv")
 
 
 def test_an_unexpected_exception_is_one_line_with_a_pointer_to_debug(

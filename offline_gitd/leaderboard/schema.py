@@ -157,7 +157,8 @@ def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
     error here: callers decide whether "no board yet" is allowed.
     """
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        # utf-8-sig: a board saved by a spreadsheet starts with a byte-order mark; it is not data.
+        handle = path.open(newline="", encoding="utf-8-sig")
     except FileNotFoundError:
         raise SchemaError(f"{path}: no such file") from None
     except IsADirectoryError:
