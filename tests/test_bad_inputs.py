@@ -232,6 +232,8 @@ CASES: list[tuple[list[str], str]] = [
     (["sweep", "grid.toml", "--dry-run"], "[grid] K (run K-100000): --K must be in [1, 100]"),
     (["sweep", str(REPO / "sweeps" / "demo.toml"), "--max-parallel", "0"], "--max-parallel must be >= 1"),
     (["sweep", str(REPO / "sweeps" / "demo.toml"), "--out", "F"], "--out F: exists and is not a directory"),
+    (["sweep", str(REPO / "sweeps" / "demo.toml"), "--out", "S", "--address", "bogus"], "--address must look like"),
+    (["sweep", str(REPO / "sweeps" / "demo.toml"), "--out", "S", "--address", "127.0.0.1:1"], "no Ray cluster answers"),
     # the top level
     (["--nosuch"], "unrecognized arguments: --nosuch"),
     (["nocommand"], "invalid choice: 'nocommand'"),

@@ -106,8 +106,6 @@ def _check_reachable(address: str) -> None:
 def _init_ray(address: str | None) -> Any:
     import ray
 
-    if address:
-        _check_reachable(address)
     # The runs' own output goes to logs/NAME.log; forwarding every worker's output would bury the
     # status lines.
     ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, include_dashboard=False)
@@ -131,6 +129,8 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     """Run every incomplete run of ``spec``; returns 0 when all are done, 1 if any failed."""
     stream = stream or sys.stdout
     plans = expand(spec)
+    if options.address:
+        _check_reachable(options.address)  # before the sweep folder exists: a refusal leaves nothing
     out = options.out.absolute()
     out.mkdir(parents=True, exist_ok=True)
     paths = SweepPaths(out)
