@@ -15,11 +15,8 @@ from offline_gitd.errors import UsageError
 
 
 def _nearest_existing(path: Path) -> Path:
-    """``path`` itself or its closest ancestor that exists (the cwd for a relative path)."""
-    for candidate in (path, *path.parents):
-        if candidate.exists():
-            return candidate
-    return Path.cwd() if not path.is_absolute() else Path(path.anchor)
+    """``path`` itself or its closest ancestor that exists (``.`` ends a relative path's parents)."""
+    return next((candidate for candidate in (path, *path.parents) if candidate.exists()), Path("."))
 
 
 def _check_creatable(path: Path, flag: str) -> None:

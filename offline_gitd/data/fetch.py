@@ -236,13 +236,12 @@ def verification_problems(
     return problems
 
 
-def check_base_url(base_url: str) -> str:
+def check_base_url(base_url: str) -> None:
     """A mirror must be an http(s) URL with a host: anything else would fail per shard, after
     retries, with an error about the scheme or a socket rather than about ``--base-url``."""
     parts = urlparse(base_url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"--base-url must be an http:// or https:// URL with a host, got {base_url!r}")
-    return base_url
 
 
 def plan_rlu_fetch(

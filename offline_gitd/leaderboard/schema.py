@@ -167,7 +167,8 @@ def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
         try:
             return _parse_rows(path, handle)
         except UnicodeDecodeError as err:
-            raise SchemaError(f"{path}: not a UTF-8 CSV file (byte {err.start}: {err.reason})") from None
+            # err.start counts from the decoder's current chunk, not the file: not worth showing.
+            raise SchemaError(f"{path}: not a UTF-8 CSV file ({err.reason})") from None
         except csv.Error as err:
             raise SchemaError(f"{path}: not a CSV file ({err})") from None
 
