@@ -9,16 +9,61 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
+from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 from offline_gitd.errors import ConfigError
 
+# Upper bounds shared by the learners' configs. Each exists because a larger value is never a
+# meaningful experiment here but would spend minutes and gigabytes before failing.
+# All seeds of a run are one vmapped program (params, optimiser state and replay per seed):
+# the paper runs 5 or 10; larger studies split seeds over runs (a sweep's seeds_per_run).
+MAX_SEEDS = 100
+# Network widths and batch sizes: 2**16 is 256x the paper's largest (FC 256, batch 256).
+MAX_WIDTH = 65_536
+MAX_BATCH = 65_536
+# Online Q-heads: twice the paper's largest K (its K ablation: 5 and 50). Every head is a
+# Q-function (a whole network with independent heads) in memory and in each update.
+MAX_K = 100
+# n-step returns: the replay assembles all n rewards of each sampled return, so n is a cost per
+# sample; the paper uses 1 and 3.
+MAX_N_STEP = 1_000
 
-def option(default: Any, help: str, *, flag: str | None = None, choices: tuple[Any, ...] | None = None) -> Any:
-    """A dataclass field with the help text (and optional flag name, choices) of its CLI option."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices})
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    choices: tuple[Any, ...] | None = None,
+    parse: Callable[[str], Any] | None = None,
+) -> Any:
+    """A dataclass field with the help text (and optional flag name, choices, and a parser of the
+    flag's text when the field's type alone cannot read it) of its CLI option."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices, "parse": parse})
+
+
+def parse_ratio(text: str) -> float:
+    """``"1/4"`` -> 0.25, ``"0.25"`` -> 0.25, ``"4"`` -> 4.0: a finite number or a fraction a/b,
+    the notation the paper (and ``--help``) uses for update-to-data ratios."""
+    try:
+        return float(Fraction(text.strip()))
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"expected a number or a fraction like 1/4, got {text!r}") from None
+
+
+def check_range(flag: str, value: float | None, low: float, high: float | None = None, why: str = "") -> None:
+    """Refuse ``value`` outside ``[low, high]``, NaN and infinities included (``None`` values are
+    "domain default": accepted)."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ConfigError(f"{flag} must be {bound}{f' ({why})' if why else ''}, got {value}")
 
 
 def _base_type(annotation: Any) -> Any:
@@ -66,7 +111,7 @@ def add_dataclass_arguments(
             parser.add_argument(
                 flag,
                 dest=field.name,
-                type=kind,
+                type=field.metadata.get("parse") or kind,
                 default=parsed_default,
                 choices=field.metadata.get("choices"),
                 help=help_text,
@@ -127,32 +172,51 @@ def resume_changes(
     return changes
 
 
-def parse_int_range(text: str, name: str) -> list[int]:
-    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3,7-8"`` -> [0, 3, 7, 8]; negatives refused."""
-    values: list[int] = []
+def parse_int_range(text: str, name: str, max_count: int | None = None) -> list[int]:
+    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3,7-8"`` -> [0, 3, 7, 8]; negatives refused. With
+    ``max_count``, a longer list is refused before it is built (``0-999999999`` must not hang)."""
+    spans: list[tuple[int, int]] = []
     try:
         for part in str(text).split(","):
-            part = part.strip()
-            if "-" in part:
-                low, high = (int(x) for x in part.split("-", 1))
-                if high < low:
-                    raise ValueError
-                values.extend(range(low, high + 1))
-            else:
-                values.append(int(part))
+            low, dash, high = part.strip().partition("-")
+            spans.append((int(low), int(high) if dash else int(low)))
     except ValueError:
         raise ConfigError(f"{name} must look like 0-4 or 0,2,5 (non-negative integers), got {text!r}") from None
+    if any(high < low for low, high in spans):
+        raise ConfigError(f"{name} must look like 0-4 or 0,2,5 (non-negative integers), got {text!r}")
+    if max_count is not None and sum(high - low + 1 for low, high in spans) > max_count:
+        raise ConfigError(f"{name} lists more than {max_count} values, got {text!r}")
+    values = [value for low, high in spans for value in range(low, high + 1)]
     if not values or min(values) < 0 or len(set(values)) != len(values):
         raise ConfigError(f"{name} must list distinct non-negative integers, got {text!r}")
     return values
 
 
+def check_common_ranges(cfg: Any) -> None:
+    """Bounds shared by the offline and online configs (fields ``None`` until resolved pass)."""
+    check_range("--horizon", cfg.horizon, 1, why="an episode needs at least one step")
+    check_range("--K", cfg.K, 1, MAX_K, why="twice the paper's largest, 50")
+    check_range("--batch-size", cfg.batch_size, 1, MAX_BATCH)
+    check_range("--n-step", cfg.n_step, 1, MAX_N_STEP)
+    check_range("--head-hidden", cfg.head_hidden, 1, MAX_WIDTH)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``--seeds``: distinct non-negative integers below 2**31 (they travel to the device as int32;
+    ``PRNGKey`` maps 2**32 and 0 to the same key), at most MAX_SEEDS of them (one vmapped program
+    holds them all)."""
+    seeds = parse_int_range(text, "--seeds", MAX_SEEDS)
+    if max(seeds) >= 2**31:
+        raise ConfigError(f"--seeds must be below 2**31, got {max(seeds)}")
+    return seeds
+
+
 def parse_widths(text: str, name: str) -> tuple[int, ...]:
-    """``"256,256"`` -> (256, 256): the hidden widths of an MLP, each at least 1."""
+    """``"256,256"`` -> (256, 256): the hidden widths of an MLP, each in [1, MAX_WIDTH]."""
     try:
         sizes = tuple(int(x) for x in str(text).split(","))
     except ValueError:
         raise ConfigError(f"{name} must be comma-separated widths like 256,256, got {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise ConfigError(f"{name} widths must be >= 1, got {text!r}")
+    if not sizes or min(sizes) < 1 or max(sizes) > MAX_WIDTH:
+        raise ConfigError(f"{name} widths must be in [1, {MAX_WIDTH}], got {text!r}")
     return sizes

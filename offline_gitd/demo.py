@@ -72,6 +72,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from offline_gitd.output_paths import require_dir_target
+
+    require_dir_target(args.out, "--out")
+    if args.data_dir:
+        require_dir_target(args.data_dir, "--data-dir")
     import minari
 
     from offline_gitd.data.paths import data_root, use_minari_root

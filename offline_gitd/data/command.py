@@ -22,7 +22,19 @@ from offline_gitd.data.registry import (
     parse_dataset_id,
 )
 
+# A run has at most 50 shards (one per checkpoint); more threads than that only open sockets.
+MAX_JOBS = 64
+# A socket timeout below a millisecond can never be met by a real server.
+MIN_TIMEOUT = 0.001
 _DATA_DIR_HELP = "data root (default: $OFFLINE_GITD_DATA, else ~/.cache/offline_gitd)"
+
+
+def _data_root(data_dir: str | None) -> Path:
+    """The data root that ``datasets`` reads; a file in its place is refused, absent is empty."""
+    from offline_gitd.output_paths import require_dir_if_present
+
+    require_dir_if_present(data_dir, "--data-dir")
+    return data_root(data_dir)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -98,11 +110,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _fetch_rlu_atari(args: argparse.Namespace) -> int:
+    from offline_gitd.config_cli import check_range
     from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari, summary_lines
     from offline_gitd.errors import UsageError
+    from offline_gitd.output_paths import require_dir_target
 
-    if args.retries < 1 or args.retry_delay < 0 or args.timeout <= 0:
-        raise UsageError("--retries must be >= 1, --retry-delay >= 0 and --timeout > 0")
+    check_range("--jobs", args.jobs, 1, MAX_JOBS, why="parallel downloads")
+    check_range("--retries", args.retries, 1)
+    check_range("--retry-delay", args.retry_delay, 0)
+    check_range("--timeout", args.timeout, MIN_TIMEOUT, why="seconds")
+    require_dir_target(data_root(args.data_dir), "--data-dir")
     summary = fetch_rlu_atari(
         load_rlu_registry(),
         data_root(args.data_dir),
@@ -131,8 +148,11 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
 def _fetch_minari(args: argparse.Namespace) -> int:
     from offline_gitd.data.fetch import fetch_minari
     from offline_gitd.data.paths import minari_datasets_dir
+    from offline_gitd.output_paths import require_dir_target
 
     dataset = parse_dataset_id(f"minari:{args.dataset_id.removeprefix('minari:')}")
+    if args.data_dir:
+        require_dir_target(args.data_dir, "--data-dir")
     assert isinstance(dataset, MinariId)
     datasets_dir = minari_datasets_dir(args.data_dir, os.environ)
     path, downloaded = fetch_minari(dataset.dataset_id, datasets_dir)
@@ -207,7 +227,7 @@ def _datasets_list(args: argparse.Namespace) -> int:
     from offline_gitd.data.paths import minari_datasets_dir
 
     registry = load_rlu_registry()
-    root = data_root(args.data_dir)
+    root = _data_root(args.data_dir)
     lines = _rlu_summary_lines(registry)
     lines.append(f"Local RLU shards under {root / 'rlu_atari' / 'raw'}:")
     lines += _local_rlu_lines(registry, root)
@@ -292,8 +312,12 @@ def _datasets_info(args: argparse.Namespace) -> int:
     registry = load_rlu_registry()
     dataset = parse_dataset_id(args.dataset_id, registry)
     if isinstance(dataset, RluAtariId):
-        lines = _rlu_info_lines(registry, data_root(args.data_dir), dataset)
+        lines = _rlu_info_lines(registry, _data_root(args.data_dir), dataset)
     else:
-        lines = _minari_info_lines(dataset, minari_datasets_dir(args.data_dir, os.environ), args.data_dir)
+        lines = _minari_info_lines(
+            dataset,
+            minari_datasets_dir(_data_root(args.data_dir) if args.data_dir else None, os.environ),
+            args.data_dir,
+        )
     print("\n".join(lines))
     return 0

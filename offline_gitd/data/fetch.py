@@ -236,6 +236,14 @@ def verification_problems(
     return problems
 
 
+def check_base_url(base_url: str) -> None:
+    """A mirror must be an http(s) URL with a host: anything else would fail per shard, after
+    retries, with an error about the scheme or a socket rather than about ``--base-url``."""
+    parts = urlparse(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"--base-url must be an http:// or https:// URL with a host, got {base_url!r}")
+
+
 def plan_rlu_fetch(
     registry: RluRegistry,
     root: Path,
@@ -252,6 +260,8 @@ def plan_rlu_fetch(
     """
     registry.check_game(game)
     registry.check_run(run)
+    if base_url is not None:
+        check_base_url(base_url)
     layout = registry.resolve_layout(layout)
     num_shards = registry.num_shards(game, layout)
     if checkpoints is None:

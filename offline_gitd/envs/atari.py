@@ -48,6 +48,9 @@ import numpy as np
 from offline_gitd.errors import UsageError
 
 gym.register_envs(ale_py)
+# ALE writes a two-line banner to stderr for every emulator it starts: noise that would stand in
+# front of a one-line error (DESIGN §7). Its real errors still come through.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 FRAME_SKIP = 4
 SCREEN_SIZE = 84

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.normalise import NORMALISATIONS
 from offline_gitd.leaderboard.show import FORMATS
+from offline_gitd.output_paths import require_dir_target, require_file_target
 
 if TYPE_CHECKING:
     from offline_gitd.leaderboard.report import Analysis
@@ -20,15 +20,29 @@ if TYPE_CHECKING:
 
 DEFAULT_BASELINE = "cql:td"
 DEFAULT_REPS = 2000
+# Bootstrap replications: rliable's own default is 50,000; each one resamples every run of every
+# method, so 10**9 would take hours for no visible change in the intervals.
+MAX_REPS = 100_000
 
 
-def _positive(text: str) -> int:
+def _reps(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if not 1 <= value <= MAX_REPS:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, {MAX_REPS}], got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """numpy's generators take seeds in [0, 2**32)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**32), got {value}")
     return value
 
 
@@ -48,6 +62,7 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         "paper and 1 + (x - b) / |b| for b < 0, so 1 is the baseline and higher is better; human: Atari "
         "(x - random) / (human - random); d4rl: 100 (x - min) / (max - min) (default %(default)s)",
     )
+    parser.add_argument("--reps", type=_reps, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)")
     parser.add_argument(
         "--env",
         dest="envs",
@@ -66,10 +81,7 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         "repeatable; the baseline is always kept (default: all)",
     )
     parser.add_argument(
-        "--reps", type=_positive, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the bootstrap, for reproducible intervals (default 0)"
+        "--seed", type=_seed, default=0, help="seed of the bootstrap, for reproducible intervals (default 0)"
     )
 
 
@@ -113,6 +125,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_submit(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.submit import submit
 
+    require_file_target(args.board, "--board")
     report = submit(args.run_dirs, args.board, args.allow_new_env)
     for run_dir, count in report.added.items():
         print(f"added {count} row(s) from {run_dir}")
@@ -130,8 +143,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _analyse(args: argparse.Namespace) -> Analysis:
     """Scores, summaries, baseline key and figures: the common part of plot and html."""
-    if args.out.exists() and not args.out.is_dir():
-        raise UsageError(f"{args.out}: exists and is not a directory")
+    require_dir_target(args.out, "--out")
     from offline_gitd.leaderboard.report import analyse
 
     return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed, args.envs, args.methods)

@@ -31,6 +31,12 @@ SCORE_LABEL = {
 }
 
 
+def plain(label: str) -> str:
+    """``label`` as literal text for matplotlib: names come from results files, and a pair of
+    ``$`` would start mathtext (``$\\foo{$`` kills the render); an escaped ``\\$`` is drawn as ``$``."""
+    return label.replace("$", r"\$")
+
+
 def smoothed(scored: pd.DataFrame) -> pd.DataFrame:
     """``scored`` sorted by run and step, with ``smooth``: a trailing window-5 mean per run."""
     ordered = scored.sort_values(["run", "step"])
@@ -78,7 +84,7 @@ def aggregate_figure(
     for method in methods:
         steps, tensor = curve_tensor(frame[frame["method"] == method])
         point, low, high = iqm_curve(tensor, reps, seed)
-        curves.plot(steps, point, color=colours[method], label=method, linewidth=1.8)
+        curves.plot(steps, point, color=colours[method], label=plain(method), linewidth=1.8)
         curves.fill_between(steps, low, high, color=colours[method], alpha=0.2, linewidth=0)
     curves.set_xlabel("training step")
     curves.set_ylabel(f"IQM {SCORE_LABEL[how]}")
@@ -102,8 +108,8 @@ def aggregate_figure(
         error_kw={"capsize": 4, "elinewidth": 1.2},
     )
     bars.axvline(1.0, color="black", linestyle="--", linewidth=1)
-    bars.set_yticks(positions, methods)
-    bars.set_xlabel(f"IQM AUC relative to {baseline} (1 = baseline)")
+    bars.set_yticks(positions, [plain(method) for method in methods])
+    bars.set_xlabel(f"IQM AUC relative to {plain(baseline)} (1 = baseline)")
     bars.set_title("Normalised AUC (95% CI)")
     bars.grid(axis="x", alpha=0.3)
     return figure
@@ -128,7 +134,7 @@ def per_env_figure(scored: pd.DataFrame, methods: Sequence[str], how: str) -> Fi
             mean = in_env[in_env["method"] == method].groupby("step")["smooth"].mean()
             if not mean.empty:
                 axis.plot(mean.index, mean.to_numpy(), color=colours[method], linewidth=1.5)
-        axis.set_title(env, fontsize="medium")
+        axis.set_title(plain(env), fontsize="medium")
         axis.xaxis.set_major_formatter(EngFormatter(sep=""))
         axis.grid(alpha=0.3)
     for axis in axes[len(envs) :]:
@@ -140,7 +146,13 @@ def per_env_figure(scored: pd.DataFrame, methods: Sequence[str], how: str) -> Fi
         lowest = max(index for index in range(column, len(envs), columns))
         axes[lowest].set_xlabel("training step", fontsize="small")
     handles = [Line2D([], [], color=colours[method], linewidth=2) for method in methods]
-    figure.legend(handles, methods, loc="outside lower center", ncols=min(len(methods), 5), frameon=False)
+    figure.legend(
+        handles,
+        [plain(method) for method in methods],
+        loc="outside lower center",
+        ncols=min(len(methods), 5),
+        frameon=False,
+    )
     figure.suptitle(f"Per env: mean over seeds (window-{SMOOTHING_WINDOW} smoothing)", fontsize="medium")
     return figure
 

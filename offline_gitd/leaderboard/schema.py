@@ -19,6 +19,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import TextIO
 
 from offline_gitd.errors import UsageError
 
@@ -173,27 +174,41 @@ def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
     error here: callers decide whether "no board yet" is allowed.
     """
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        # utf-8-sig: a board saved by a spreadsheet starts with a byte-order mark; it is not data.
+        handle = path.open(newline="", encoding="utf-8-sig")
     except FileNotFoundError:
         raise SchemaError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise SchemaError(f"{path}: is a directory, expected a CSV file") from None
     with handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise SchemaError(f"{path}:1: empty file, expected the header {','.join(COLUMNS)}")
-        if tuple(header) not in (COLUMNS, LEGACY_COLUMNS):
-            raise SchemaError(f"{path}:1: header must be {','.join(COLUMNS)}, got {','.join(header)}")
-        columns = tuple(header)
-        rows: list[tuple[int, ResultRow]] = []
+        try:
+            return _parse_rows(path, handle)
+        except UnicodeDecodeError as err:
+            # err.start counts from the decoder's current chunk, not the file: not worth showing.
+            raise SchemaError(f"{path}: not a UTF-8 CSV file ({err.reason})") from None
+        except csv.Error as err:
+            raise SchemaError(f"{path}: not a CSV file ({err})") from None
+
+
+def _parse_rows(path: Path, handle: TextIO) -> list[tuple[int, ResultRow]]:
+    """The rows of an open board file, each with its line number; the header must be COLUMNS."""
+    reader = csv.reader(handle)
+    header = next(reader, None)
+    if header is None:
+        raise SchemaError(f"{path}:1: empty file, expected the header {','.join(COLUMNS)}")
+    if tuple(header) not in (COLUMNS, LEGACY_COLUMNS):
+        got = ",".join(header)
+        got = got if len(got) <= 200 else got[:197] + "..."
+        raise SchemaError(f"{path}:1: header must be {','.join(COLUMNS)}, got {got}")
+    columns = tuple(header)  # a legacy board (before method_config) is read as it is
+    rows: list[tuple[int, ResultRow]] = []
+    start = reader.line_num + 1
+    for record in reader:
+        if len(record) != len(columns):
+            raise SchemaError(f"{path}:{start}: expected {len(columns)} cells, got {len(record)}")
+        try:
+            rows.append((start, ResultRow.from_mapping(dict(zip(columns, record)))))
+        except SchemaError as err:
+            raise SchemaError(f"{path}:{start}: {err}") from None
         start = reader.line_num + 1
-        for record in reader:
-            if len(record) != len(columns):
-                raise SchemaError(f"{path}:{start}: expected {len(columns)} cells, got {len(record)}")
-            try:
-                rows.append((start, ResultRow.from_mapping(dict(zip(columns, record)))))
-            except SchemaError as err:
-                raise SchemaError(f"{path}:{start}: {err}") from None
-            start = reader.line_num + 1
     return rows

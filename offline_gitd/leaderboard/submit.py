@@ -177,6 +177,8 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
     if not board.parent.is_dir():
         raise UsageError(f"{board.parent}: the board's directory does not exist")
     per_run = {run_dir: read_run(run_dir, allow_new_env) for run_dir in run_dirs}
+    if board.exists():
+        read_rows(board)  # a board that is no CSV of results is refused before its lock file is made
     with board_lock(board):
         exists = board.exists()
         board_rows = [Located(board, line, row) for line, row in read_rows(board)] if exists else []

@@ -43,8 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.learners.offline import resume_config, train
+    from offline_gitd.output_paths import require_dir_if_present, require_dir_target
 
     given = given_fields(OfflineConfig, args)
+    if given.get("out"):
+        require_dir_target(given["out"], "--out")
+    require_dir_if_present(given.get("data_dir"), "--data-dir")
     if args.resume:
         if not given.get("out"):
             raise ConfigError("--resume needs --out RUN_DIR")

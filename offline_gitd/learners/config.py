@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from offline_gitd.config_cli import describe_overrides, option, parse_int_range, parse_widths
+from offline_gitd.config_cli import check_common_ranges, describe_overrides, option, parse_seeds, parse_widths
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
@@ -115,7 +115,7 @@ class OfflineConfig:
 
     @property
     def seed_list(self) -> list[int]:
-        return parse_int_range(self.seeds, "--seeds")
+        return parse_seeds(self.seeds)
 
     def critic_config(self) -> CriticConfig:
         return CriticConfig(
@@ -141,11 +141,12 @@ class OfflineConfig:
     def validate(self) -> None:
         if not self.out:
             raise ConfigError("--out RUN_DIR is required")
-        positive_ints = ("batch_size", "epochs", "steps_per_epoch", "n_step", "updates_per_call", "head_hidden")
+        positive_ints = ("epochs", "steps_per_epoch", "updates_per_call")
         for name in positive_ints:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        check_common_ranges(self)
         if self.eval_episodes is not None and self.eval_episodes < 0:
             raise ConfigError(f"--eval-episodes must be >= 0, got {self.eval_episodes}")
         if not 0.0 < self.gamma <= 1.0:

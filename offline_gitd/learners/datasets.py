@@ -15,7 +15,7 @@ import numpy as np
 
 from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
 from offline_gitd.data.paths import data_dir_flag, data_root, rlu_raw_dir, use_minari_root
-from offline_gitd.data.registry import MinariId, RluAtariId, load_rlu_registry, parse_dataset_id
+from offline_gitd.data.registry import MinariId, RluAtariId, format_checkpoints, load_rlu_registry, parse_dataset_id
 from offline_gitd.data.replay import Replay
 from offline_gitd.envs.make import describe_spaces, make_env
 from offline_gitd.errors import UsageError
@@ -49,7 +49,7 @@ def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
     except FileNotFoundError as err:
         raise UsageError(
             f"{err}; fetch it first: offline_gitd fetch rlu-atari --game {parsed.game} --run {parsed.run} "
-            f"--checkpoints {','.join(map(str, checkpoints))}{data_dir_flag(cfg.data_dir)} (looked in {raw})"
+            f"--checkpoints {format_checkpoints(checkpoints)}{data_dir_flag(cfg.data_dir)} (looked in {raw})"
         ) from None
     store = load_rlu_store(
         cfg.data_dir,
@@ -76,15 +76,19 @@ def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
 def _load_minari(dataset_id: str, data_dir: str | None = None) -> Any:
     import minari
 
-    use_minari_root(data_dir)
+    root = use_minari_root(data_dir)
+    missing = f"not found locally at {root / dataset_id}"
     try:
-        return minari.load_dataset(dataset_id)
+        # minari creates its root folder while looking: a missing dataset must leave no trace.
+        if (root / dataset_id).is_dir():
+            return minari.load_dataset(dataset_id)
     except (FileNotFoundError, ValueError) as err:
-        raise UsageError(
-            f"no local Minari dataset {dataset_id!r} ({str(err).splitlines()[0]}); "
-            f"get it with: offline_gitd fetch minari {dataset_id}{data_dir_flag(data_dir)}  (or make one: "
-            f"offline_gitd collect ENV_ID --steps N --out {dataset_id}{data_dir_flag(data_dir)})"
-        ) from None
+        missing = str(err).splitlines()[0]
+    raise UsageError(
+        f"no local Minari dataset {dataset_id!r} ({missing}); "
+        f"get it with: offline_gitd fetch minari {dataset_id}{data_dir_flag(data_dir)}  (or make one: "
+        f"offline_gitd collect ENV_ID --steps N --out {dataset_id}{data_dir_flag(data_dir)})"
+    )
 
 
 def _minari_env(dataset: Any, **kwargs: Any) -> Any:

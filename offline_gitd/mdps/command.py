@@ -9,11 +9,19 @@ Defaults are the paper's settings for each process (REFERENCE "Controlled Markov
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from offline_gitd.errors import UsageError
+from offline_gitd.output_paths import require_file_target
 
 MDP_CHOICES = ("star", "hall", "triangle")
+# Expected updates keep all K + 1 functions of the sequence on the device and update them every
+# step; 10,000 is 33x the paper's K = 300 and still fits in memory on a laptop (1e8 asks 34 GB).
+MAX_K = 10_000
+# The paper's claims show within each process's default horizon (1000 to 5000 steps); 200x that
+# is a long study, more is a run that only looks hung.
+MAX_STEPS = 1_000_000
 CRITIC_NAMES = ("td", "tdrc", "itd", "gitd")
 
 
@@ -72,12 +80,15 @@ def handle(args: argparse.Namespace) -> int:
     if args.eps is not None and args.problem != "triangle":
         raise UsageError("--eps applies to the triangle MDP only")
     eps = parse_eps(args.eps) if args.eps is not None else -1.0
-    if args.steps is not None and args.steps < 1:
-        raise UsageError(f"--steps must be >= 1, got {args.steps}")
-    if args.lr is not None and not args.lr > 0:
-        raise UsageError(f"--lr must be > 0, got {args.lr}")
-    if args.K is not None and args.K < 1:
-        raise UsageError(f"--K must be >= 1, got {args.K}")
+    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
+        raise UsageError(f"--steps must be in [1, {MAX_STEPS}] (the defaults are 1000 to 5000), got {args.steps}")
+    if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+        raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
+    if args.K is not None and not 1 <= args.K <= MAX_K:
+        raise UsageError(f"--K must be in [1, {MAX_K}] (the paper's largest is 300), got {args.K}")
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None:
+            require_file_target(path, flag)
 
     from offline_gitd.mdps import experiment as ex
 

@@ -29,6 +29,8 @@ import gymnasium as gym
 import numpy as np
 
 from offline_gitd import __version__
+from offline_gitd.config_cli import check_range
+from offline_gitd.critics import CRITIC_KINDS
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
@@ -76,6 +78,9 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
         raise UsageError(f"--steps must be >= 1, got {request.steps}")
     if request.horizon is not None and request.horizon < 1:
         raise UsageError(f"--horizon must be >= 1, got {request.horizon}")
+    check_range("--seed", request.seed, 0, 2**31 - 1)
+    if request.critic not in CRITIC_KINDS:
+        raise UsageError(f"unknown --critic {request.critic!r}; choose one of {', '.join(CRITIC_KINDS)}")
     try:
         parse_dataset_id(request.dataset_id)
     except Exception:  # minari raises ValueErrors, but also TypeErrors for an id with no version
@@ -91,7 +96,9 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
     policy = request.policy or ("dqn" if discrete else "sac")
     algo = ("dqn" if discrete else "sac") if policy == "random" else policy
     inspect_env(request.env_id, algo)  # dqn on continuous / sac on discrete -> UsageError
-    if request.dataset_id in minari.list_local_datasets() and not request.overwrite:
+    # minari creates its root folder while listing: a refused request must leave no trace.
+    exists = minari_datasets_dir(None).is_dir() and request.dataset_id in minari.list_local_datasets()
+    if exists and not request.overwrite:
         raise UsageError(
             f"Minari dataset {request.dataset_id!r} already exists locally; pass --overwrite to replace it"
         )

@@ -116,12 +116,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.online.train import resume_config, train
+    from offline_gitd.output_paths import require_dir_target
 
     given = given_fields(OnlineConfig, args)
     exploration = [name for name in DQN_ONLY if name in given and name != "preset"]
     if args.algo == "sac" and exploration:
         flag = "--" + exploration[0].replace("_", "-")
         raise ConfigError(f"{flag} sets DQN's epsilon-greedy exploration; online sac explores with its policy")
+    if given.get("out"):
+        require_dir_target(given["out"], "--out")
     if args.resume:
         if not given.get("out"):
             raise ConfigError("--resume needs --out RUN_DIR")
@@ -146,7 +149,12 @@ def _online(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     from offline_gitd.online.collect import CollectRequest, collect
+    from offline_gitd.output_paths import require_dir_target
 
+    if args.run_dir:
+        require_dir_target(args.run_dir, "--run-dir")
+    if args.data_dir:
+        require_dir_target(args.data_dir, "--data-dir")
     request = CollectRequest(
         env_id=args.env_id,
         steps=args.steps,

@@ -15,7 +15,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from offline_gitd.config_cli import describe_overrides, option, parse_int_range, parse_widths
+from offline_gitd.config_cli import (
+    check_common_ranges,
+    check_range,
+    describe_overrides,
+    option,
+    parse_ratio,
+    parse_seeds,
+    parse_widths,
+)
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
@@ -131,7 +139,9 @@ class OnlineConfig:
         "none", "strong: IMPALA + GAP torso, PER, 3-step returns (the strong DQN baseline)", choices=PRESETS
     )
     steps: int = option(100_000, "environment steps per seed")
-    utd: float | None = option(None, "updates per env step: an integer >= 1, or 1/n for one update every n steps")
+    utd: float | None = option(
+        None, "updates per env step: an integer >= 1, or 1/n for one update every n steps", parse=parse_ratio
+    )
     initial_samples: int | None = option(None, "uniformly random actions before learning starts")
     replay_size: int | None = option(None, "replay capacity in transitions (sampling window of the newest rows)")
     epsilon_start: float = option(1.0, "DQN exploration: initial epsilon")
@@ -148,7 +158,7 @@ class OnlineConfig:
 
     @property
     def seed_list(self) -> list[int]:
-        return parse_int_range(self.seeds, "--seeds")
+        return parse_seeds(self.seeds)
 
     @property
     def hidden_sizes(self) -> tuple[int, ...]:
@@ -183,10 +193,13 @@ class OnlineConfig:
             raise ConfigError("--env ENV_ID is required")
         if not self.out:
             raise ConfigError("--out RUN_DIR is required")
-        for name in ("batch_size", "steps", "n_step", "head_hidden", "log_every", "checkpoint_every", "replay_size"):
+        for name in ("steps", "log_every", "checkpoint_every"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+        check_common_ranges(self)
+        # The window must hold a transition and its successor row (online.replay.WindowedReplay).
+        check_range("--replay-size", self.replay_size, 2, why="a transition and the row after it")
         for name in ("initial_samples", "epsilon_steps"):
             value = getattr(self, name)
             if value is not None and value < 0:

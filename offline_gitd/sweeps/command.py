@@ -57,12 +57,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from offline_gitd.errors import UsageError
+    from offline_gitd.output_paths import require_dir_if_present, require_dir_target
     from offline_gitd.sweeps.runner import SweepOptions, plan_table, run_sweep
     from offline_gitd.sweeps.spec import expand, load_spec
     from offline_gitd.sweeps.state import SweepPaths
 
     if args.max_parallel is not None and args.max_parallel < 1:
         raise UsageError(f"--max-parallel must be >= 1, got {args.max_parallel}")
+    if args.out is not None:
+        require_dir_target(args.out, "--out")
+    if args.data_dir:
+        require_dir_if_present(args.data_dir, "--data-dir")
     spec = load_spec(args.spec)
     if args.data_dir:
         spec = dataclasses.replace(spec, data_dir=args.data_dir)

@@ -130,7 +130,6 @@ def _first_line(text: str) -> str:
 
 def _init_ray(address: str | None) -> Any:
     if address:
-        _check_reachable(address)
         _use_token_if_available()  # before Ray is imported: it reads its auth mode at import
     import ray
 
@@ -168,6 +167,8 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     """Run every incomplete run of ``spec``; returns 0 when all are done, 1 if any failed."""
     stream = stream or sys.stdout
     plans = expand(spec)
+    if options.address:
+        _check_reachable(options.address)  # before the sweep folder exists: a refusal leaves nothing
     out = options.out.absolute()
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {options.out}: exists and is not a directory")

@@ -113,6 +113,8 @@ def load_spec(path: Path) -> SweepSpec:
         raw = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such sweep spec") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, expected a sweep spec (.toml)") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: not valid TOML ({err})") from None
     where = str(path)
