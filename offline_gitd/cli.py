@@ -53,8 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"offline_gitd: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("offline_gitd: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # a run's handler adds how to resume it
+        print(f"offline_gitd: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130
 
 

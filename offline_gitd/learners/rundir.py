@@ -11,7 +11,9 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Mapping, Sequence
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,22 +22,24 @@ import jax
 import orbax.checkpoint as ocp
 
 from offline_gitd.errors import UsageError
+from offline_gitd.learners.integrity import (
+    DamagedFile,
+    deferred_interrupt,
+    tree_problem,
+    tree_sha256,
+    write_json_atomic,
+)
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 RESULTS_FILE = "results.csv"
 CHECKPOINTS = "checkpoints"
+ORBAX_TMP_SUFFIX = ".orbax-checkpoint-tmp"
 # The leaderboard's result row (DESIGN §6), in order.
 RESULT_COLUMNS = (
     "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
     "run_id", "config_hash", "package_version", "created_at",
 )  # fmt: skip
-
-
-def write_json_atomic(path: Path, payload: Mapping[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
 
 
 def prepare_run_dir(run_dir: Path, config: Mapping[str, Any], resume: bool) -> None:
@@ -105,15 +109,24 @@ class CsvLog:
 
 class Checkpoints:
     """orbax checkpoints of the training state, one per completed epoch (all kept: they are small
-    next to the data, and a diverged run must still find its last good one)."""
+    next to the data, and a diverged run must still find its last good one).
+
+    Each save is sealed by ``<step>.sha256`` beside it (a digest of every file, taken from the disk
+    once orbax has finished): a step without its digest never finished saving, and one whose files
+    no longer match it is damaged. Resume takes the newest step that is intact.
+    """
 
     def __init__(self, run_dir: Path) -> None:
         self.directory = (run_dir / CHECKPOINTS).absolute()
+        remove_unfinished_saves(self.directory)
         self.manager = ocp.CheckpointManager(self.directory)
 
     def save(self, epoch: int, state: Any) -> None:
-        self.manager.save(epoch, args=ocp.args.StandardSave(state))
-        self.manager.wait_until_finished()
+        """Save and seal; Ctrl-C waits for both, so no half-written step is ever left behind."""
+        with deferred_interrupt():
+            self.manager.save(epoch, args=ocp.args.StandardSave(state))
+            self.manager.wait_until_finished()
+            write_json_atomic(self.digest_path(epoch), {"files": tree_sha256(self.path(epoch))})
 
     def latest(self) -> int | None:
         return self.manager.latest_step()
@@ -124,6 +137,83 @@ class Checkpoints:
 
     def path(self, epoch: int) -> Path:
         return self.directory / str(epoch)
+
+    def digest_path(self, epoch: int) -> Path:
+        return self.directory / f"{epoch}.sha256"
+
+    def problem(self, epoch: int) -> str | None:
+        """Why step ``epoch`` cannot be trusted, or ``None``. Run directories from before digests
+        existed (no step has one) are trusted as they are."""
+        try:
+            expected = json.loads(self.digest_path(epoch).read_text())["files"]
+        except FileNotFoundError:
+            if any(self.directory.glob("*.sha256")):
+                return "its save never finished (no checksum)"
+            return None
+        except (ValueError, KeyError, TypeError):
+            return f"{self.digest_path(epoch).name} is damaged"
+        return tree_problem(self.path(epoch), expected)
+
+    def newest_intact(self) -> int | None:
+        return next((step for step in sorted(self.manager.all_steps(), reverse=True) if not self.problem(step)), None)
+
+    def restore_newest_intact(
+        self, like: Any, companion: Callable[[int], Any] = lambda step: None
+    ) -> tuple[int, Any, Any]:
+        """``(step, state, companion(step))`` of the newest step whose files and companion (the
+        online loop's host state) are intact; ``(0, like, None)`` when nothing was saved.
+
+        Damaged newer steps are reported in one line on stderr and removed (resume recomputes
+        them exactly); if no step is intact nothing is removed and the run refuses to resume.
+        """
+        damaged: list[tuple[int, str]] = []
+        for step in sorted(self.manager.all_steps(), reverse=True):
+            problem = self.problem(step)
+            if problem is None:
+                try:
+                    state = self.restore(step, like)
+                except Exception as err:  # noqa: BLE001 -- any orbax failure means the same: unreadable
+                    problem = f"orbax cannot read it: {type(err).__name__}"
+            if problem is None:
+                try:
+                    extra = companion(step)
+                except DamagedFile as err:
+                    problem = str(err)
+            if problem is not None:
+                damaged.append((step, problem))
+                continue
+            if damaged:
+                self._discard(step for step, _ in damaged)
+                print(
+                    f"offline_gitd: warning: {_describe(damaged)} in {self.directory}; "
+                    f"resuming from checkpoint {step}, the newest intact one",
+                    file=sys.stderr,
+                )
+            return step, state, extra
+        if damaged:
+            raise DamagedFile(
+                f"no intact checkpoint in {self.directory}: {_describe(damaged)}; "
+                "nothing was removed: start the run again under a new --out"
+            )
+        return 0, like, None
+
+    def _discard(self, steps: Iterable[int]) -> None:
+        for step in steps:
+            shutil.rmtree(self.path(step), ignore_errors=True)
+            self.digest_path(step).unlink(missing_ok=True)
+        self.manager.reload()
+
+
+def _describe(damaged: Sequence[tuple[int, str]]) -> str:
+    return "; ".join(f"checkpoint {step} is damaged ({problem})" for step, problem in damaged)
+
+
+def remove_unfinished_saves(directory: Path) -> None:
+    """orbax writes a step into ``<step>.orbax-checkpoint-tmp-*`` and renames it when complete;
+    one left behind is a save that a killed process never finished."""
+    if directory.is_dir():
+        for tmp in directory.glob(f"*{ORBAX_TMP_SUFFIX}*"):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def result_row(

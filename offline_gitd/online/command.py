@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace
@@ -96,6 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
+    from offline_gitd.learners.integrity import resume_hint
     from offline_gitd.online.train import resume_config, train
 
     if args.resume:
@@ -104,7 +106,8 @@ def _online(args: argparse.Namespace) -> int:
         cfg = resume_config(Path(args.out), args.steps)
     else:
         cfg = from_namespace(OnlineConfig, args, steps=args.steps or OnlineConfig().steps)
-    run_dir = train(cfg, resume=args.resume, progress=args.progress)
+    with resume_hint(f"offline_gitd online {cfg.algo} --out {shlex.quote(str(cfg.out))} --resume"):
+        run_dir = train(cfg, resume=args.resume, progress=args.progress)
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "episodes.csv", "results.csv", "checkpoints"):
         print(f"  {run_dir / name}")

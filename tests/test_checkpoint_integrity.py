@@ -1,0 +1,172 @@
+"""Damaged checkpoints and host states are detected by their checksums, reported in one line, and
+resume falls back to the newest intact one; Ctrl-C during a save leaves no half-written step."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_gitd.learners.integrity import (
+    DamagedFile,
+    deferred_interrupt,
+    read_sealed_pickle,
+    write_sealed_pickle,
+)
+from offline_gitd.learners.rundir import ORBAX_TMP_SUFFIX, Checkpoints
+
+
+def state_at(step: int) -> dict[str, np.ndarray]:
+    return {"w": np.full((64, 64), float(step), np.float32), "b": {"c": np.arange(5, dtype=np.int32) + step}}
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Checkpoints:
+    checkpoints = Checkpoints(tmp_path)
+    for step in (1, 2):
+        checkpoints.save(step, state_at(step))
+    return checkpoints
+
+
+def data_files(checkpoints: Checkpoints, step: int) -> list[Path]:
+    """orbax's array data files of a step (the ocdbt chunks), largest first."""
+    files = [p for p in (checkpoints.path(step) / "default").rglob("d/*") if p.is_file()]
+    return sorted(files, key=lambda p: p.stat().st_size, reverse=True)
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def empty_metadata(path: Path) -> None:
+    (path / "default" / "_METADATA").write_bytes(b"")
+
+
+def delete_item(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path / "default")
+
+
+DAMAGE = {
+    "truncated data file": lambda c: truncate(data_files(c, 2)[0]),
+    "flipped byte": lambda c: flip_byte(data_files(c, 2)[0]),
+    "emptied _METADATA": lambda c: empty_metadata(c.path(2)),
+    "deleted item dir": lambda c: delete_item(c.path(2)),
+    "save never sealed": lambda c: c.digest_path(2).unlink(),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_newest_checkpoint_falls_back_in_one_line(saved: Checkpoints, damage: str, capsys) -> None:
+    DAMAGE[damage](saved)
+    reopened = Checkpoints(saved.directory.parent)
+    step, state, _ = reopened.restore_newest_intact(state_at(0))
+    assert step == 1
+    np.testing.assert_array_equal(state["w"], state_at(1)["w"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "checkpoint 2 is damaged" in err[0] and "resuming from checkpoint 1" in err[0]
+    # the damaged step is gone, so the resumed run can save epoch 2 again
+    assert not reopened.path(2).exists() and reopened.latest() == 1
+    reopened.save(2, state_at(2))
+    assert reopened.restore_newest_intact(state_at(0))[0] == 2
+
+
+def test_intact_checkpoints_restore_the_newest_silently(saved: Checkpoints, capsys) -> None:
+    step, state, _ = Checkpoints(saved.directory.parent).restore_newest_intact(state_at(0))
+    assert step == 2 and capsys.readouterr().err == ""
+    np.testing.assert_array_equal(state["b"]["c"], state_at(2)["b"]["c"])
+
+
+def test_no_intact_checkpoint_refuses_and_removes_nothing(saved: Checkpoints) -> None:
+    for step in (1, 2):
+        flip_byte(data_files(saved, step)[0])
+    before = sorted(p.relative_to(saved.directory) for p in saved.directory.rglob("*"))
+    with pytest.raises(DamagedFile, match="no intact checkpoint") as err:
+        Checkpoints(saved.directory.parent).restore_newest_intact(state_at(0))
+    assert "\n" not in str(err.value)
+    assert sorted(p.relative_to(saved.directory) for p in saved.directory.rglob("*")) == before
+
+
+def test_companion_damage_falls_back_to_the_previous_pair(saved: Checkpoints, tmp_path: Path, capsys) -> None:
+    """The online loop's host state is part of a checkpoint: a torn one makes the step unusable."""
+    for step in (1, 2):
+        write_sealed_pickle(tmp_path / f"{step}.pkl", {"step": step})
+    truncate(tmp_path / "2.pkl")
+    step, _, host = saved.restore_newest_intact(state_at(0), lambda s: read_sealed_pickle(tmp_path / f"{s}.pkl"))
+    assert (step, host) == (1, {"step": 1})
+    assert "2.pkl fails its checksum" in capsys.readouterr().err
+
+
+def test_sealed_pickle_detects_truncation_and_flips_and_reads_old_pickles(tmp_path: Path) -> None:
+    path = tmp_path / "host.pkl"
+    write_sealed_pickle(path, {"replay": np.arange(1000)})
+    assert list(tmp_path.iterdir()) == [path]  # no temp file left
+    np.testing.assert_array_equal(read_sealed_pickle(path)["replay"], np.arange(1000))
+    for damage in (truncate, flip_byte):
+        write_sealed_pickle(path, {"replay": np.arange(1000)})
+        damage(path)
+        with pytest.raises(DamagedFile, match="fails its checksum"):
+            read_sealed_pickle(path)
+    path.write_bytes(pickle.dumps({"old": 1}))  # a host state from before seals: read as it is
+    assert read_sealed_pickle(path) == {"old": 1}
+    path.write_bytes(pickle.dumps({"old": 1})[:-3])
+    with pytest.raises(DamagedFile, match="cannot be unpickled"):
+        read_sealed_pickle(path)
+
+
+def test_unfinished_orbax_save_is_swept_on_open(saved: Checkpoints) -> None:
+    leftover = saved.directory / f"3{ORBAX_TMP_SUFFIX}-1700000000"
+    (leftover / "default").mkdir(parents=True)
+    (leftover / "default" / "junk").write_bytes(b"x")
+    reopened = Checkpoints(saved.directory.parent)
+    assert not leftover.exists() and reopened.latest() == 2
+
+
+def test_ctrl_c_during_a_save_waits_for_it_then_interrupts(tmp_path: Path) -> None:
+    """A real SIGINT sent while orbax's temporary directory exists: the save completes and is
+    sealed, then KeyboardInterrupt is raised; no temporary directory is left."""
+    checkpoints = Checkpoints(tmp_path)
+    big = {"w": np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32)}  # 16 MiB
+    sent = threading.Event()
+
+    def interrupt_when_saving() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not sent.is_set():
+            if any(checkpoints.directory.glob(f"*{ORBAX_TMP_SUFFIX}*")):
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                sent.set()
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=interrupt_when_saving, daemon=True)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt):
+        checkpoints.save(1, big)
+    sent.set()
+    watcher.join()
+    assert not list(checkpoints.directory.glob(f"*{ORBAX_TMP_SUFFIX}*"))
+    restored = Checkpoints(tmp_path).restore_newest_intact({"w": np.zeros((2048, 2048), np.float32)})
+    assert restored[0] == 1
+    np.testing.assert_array_equal(restored[1]["w"], big["w"])
+
+
+def test_deferred_interrupt_restores_the_handler_and_reraises_once() -> None:
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt():
+            with deferred_interrupt():  # nested: the outer block holds the interrupt
+                os.kill(os.getpid(), signal.SIGINT)
+            assert True  # still running: nothing was raised inside
+    assert signal.getsignal(signal.SIGINT) is before
