@@ -170,3 +170,96 @@ def test_deferred_interrupt_restores_the_handler_and_reraises_once() -> None:
                 os.kill(os.getpid(), signal.SIGINT)
             assert True  # still running: nothing was raised inside
     assert signal.getsignal(signal.SIGINT) is before
+
+
+# -- through the CLI: a real training run ----------------------------------------------------------
+
+DATASET = "tests/cartpole/integrity-v0"
+
+
+@pytest.fixture(scope="module")
+def minari_root(tmp_path_factory) -> Path:
+    from tests.minari_fixtures import record_random_dataset
+
+    root = tmp_path_factory.mktemp("minari")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(root))
+        record_random_dataset(DATASET, "CartPole-v1", steps=600)
+    return root
+
+
+def train_args(out: Path, epochs: int) -> list[str]:
+    return [
+        "train", "--dataset", f"minari:{DATASET}", "--critic", "gitd", "--K", "2", "--T", "10",
+        "--mlp-hidden", "8", "--epochs", str(epochs), "--steps-per-epoch", "20", "--updates-per-call", "10",
+        "--batch-size", "8", "--eval-episodes", "0", "--seeds", "0", "--out", str(out), "--no-progress",
+    ]  # fmt: skip
+
+
+def final_params(out: Path) -> list[np.ndarray]:
+    """The newest checkpoint's arrays, read from the files as written (no template needed)."""
+    import orbax.checkpoint as ocp
+
+    checkpoints = Checkpoints(out)
+    restored = checkpoints.manager.restore(checkpoints.latest(), args=ocp.args.StandardRestore())
+    import jax
+
+    return [np.asarray(leaf) for leaf in jax.tree.leaves(restored)]
+
+
+@pytest.mark.slow  # two real training runs: ~40 s on a shared 2-core machine
+def test_flipped_checkpoint_is_recomputed_exactly_on_resume(minari_root, monkeypatch, tmp_path, capsys) -> None:
+    from offline_gitd.cli import main
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(minari_root))
+    out = tmp_path / "run"
+    assert main(train_args(out, 2)) == 0
+    straight = final_params(out)
+    flip_byte(data_files(Checkpoints(out), 2)[0])
+    capsys.readouterr()
+    assert main(["train", "--out", str(out), "--resume", "--epochs", "2", "--no-progress"]) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if "damaged" in line]
+    assert len(warning) == 1 and "resuming from checkpoint 1" in warning[0]
+    for a, b in zip(final_params(out), straight, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert len((out / "metrics.csv").read_text().splitlines()) == 1 + 2  # header, epochs 1 and 2 once
+
+
+@pytest.mark.slow  # a training subprocess and two runs: ~60 s on a shared 2-core machine
+def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) -> None:
+    """SIGINT to a real ``offline_gitd train`` process right after its first checkpoint."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    env = {**os.environ, "MINARI_DATASETS_PATH": str(minari_root), "PYTHONPATH": str(Path.cwd())}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offline_gitd.cli", *train_args(out, 1000)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "checkpoints" / "1.sha256").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [
+        f"offline_gitd: interrupted; resume with: offline_gitd train --out {out} --resume"
+    ]
+    assert not list((out / "checkpoints").glob(f"*{ORBAX_TMP_SUFFIX}*"))
+    done = Checkpoints(out).latest()
+    assert done and not Checkpoints(out).problem(done)
+
+    from offline_gitd.cli import main
+
+    os.environ["MINARI_DATASETS_PATH"] = str(minari_root)
+    try:
+        assert main(["train", "--out", str(out), "--resume", "--epochs", str(done + 1), "--no-progress"]) == 0
+        assert main(train_args(tmp_path / "straight", done + 1)) == 0
+    finally:
+        del os.environ["MINARI_DATASETS_PATH"]
+    for a, b in zip(final_params(out), final_params(tmp_path / "straight"), strict=True):
+        np.testing.assert_array_equal(a, b)
