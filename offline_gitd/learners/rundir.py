@@ -91,20 +91,39 @@ class CsvLog:
             os.fsync(f.fileno())
 
     def drop_after(self, column: str, last_kept: int) -> None:
-        """Remove rows whose ``column`` exceeds ``last_kept`` (epochs never checkpointed)."""
+        """Remove rows whose ``column`` exceeds ``last_kept`` (epochs never checkpointed), and a
+        row torn by a crash mid-write (no line end, or too few fields): its epoch's checkpoint was
+        never saved either, so it is recomputed; appending after it would glue two rows together."""
         if not self.path.exists():
             return
         with self.path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-        kept = [row for row in rows if int(row[column]) <= last_kept]
-        if len(kept) == len(rows):
+            text = f.read()
+        torn = not text.endswith("\n")
+        if torn:  # even with every field present, its last value may be cut short
+            text = text[: text.rfind("\n") + 1]
+        rows = list(csv.DictReader(text.splitlines(keepends=True)))
+        kept = [row for row in rows if _complete(row, self.columns, column) and int(row[column]) <= last_kept]
+        if len(kept) == len(rows) and not torn:
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
         with tmp.open("w", newline="") as f:
             writer = csv.DictWriter(f, self.columns, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(kept)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path)
+
+
+def _complete(row: Mapping[str | None, Any], columns: Sequence[str], column: str) -> bool:
+    """A row with every column (a torn one has fewer; a glued one has extra) and an integer ``column``."""
+    if None in row or any(row.get(name) is None for name in columns):
+        return False
+    try:
+        int(row[column])
+    except (KeyError, ValueError):
+        return False
+    return True
 
 
 class Checkpoints:
