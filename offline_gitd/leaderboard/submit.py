@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import fcntl
+import glob
 import io
 import os
 import tempfile
@@ -157,6 +158,13 @@ def replace_atomically(path: Path, content: bytes) -> None:
         os.close(directory)
 
 
+def remove_stale_temp_files(board: Path) -> None:
+    """Temp files of submits killed before their rename. Call under :func:`board_lock`: only its
+    holder writes one, so any other is stale."""
+    for temp in board.parent.glob(f".{glob.escape(board.name)}.*.tmp"):
+        temp.unlink(missing_ok=True)
+
+
 def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
@@ -176,6 +184,7 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
         raise UsageError(f"{board.parent}: the board's directory does not exist")
     per_run = {run_dir: read_run(run_dir, allow_new_env) for run_dir in run_dirs}
     with board_lock(board):
+        remove_stale_temp_files(board)
         exists = board.exists()
         board_rows = [Located(board, line, row) for line, row in read_rows(board)] if exists else []
         if skip_existing:
