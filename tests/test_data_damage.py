@@ -125,3 +125,51 @@ def test_cache_from_before_manifests_still_opens(root: Path) -> None:
     assert cache_problem(cache) is None
     shutil.copy(cache / "actions.npy", cache / "frames.npy")  # but shapes are still checked
     assert "frames.npy" in cache_problem(cache)
+
+
+# -- Minari HDF5 -------------------------------------------------------------------------------------
+
+MINARI_ID = "tests/cartpole/damage-v0"
+
+
+@pytest.fixture(scope="module")
+def minari_root(tmp_path_factory) -> Path:
+    from tests.minari_fixtures import record_random_dataset
+
+    root = tmp_path_factory.mktemp("minari")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(root))
+        record_random_dataset(MINARI_ID, "CartPole-v1", steps=300)
+    return root
+
+
+def hdf5_truncated(data: bytearray) -> bytearray:
+    return data[: len(data) // 2]
+
+
+def hdf5_header_flipped(data: bytearray) -> bytearray:
+    for i in range(0, 2048, 7):
+        data[i] ^= 0xFF
+    return data
+
+
+def hdf5_body_flipped(data: bytearray) -> bytearray:
+    for i in range(len(data) // 2, len(data) // 2 + 4096, 3):
+        data[i] ^= 0xFF
+    return data
+
+
+@pytest.mark.parametrize("damage", [hdf5_truncated, hdf5_header_flipped, hdf5_body_flipped])
+def test_damaged_minari_file_is_one_line_with_the_fix(minari_root, tmp_path, monkeypatch, capsys, damage) -> None:
+    from offline_gitd.cli import main
+
+    root = tmp_path / "minari"
+    shutil.copytree(minari_root, root)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+    hdf5 = root / MINARI_ID / "data" / "main_data.hdf5"
+    hdf5.write_bytes(bytes(damage(bytearray(hdf5.read_bytes()))))
+    args = ["train", "--dataset", f"minari:{MINARI_ID}", "--epochs", "1", "--steps-per-epoch", "5"]
+    assert main([*args, "--eval-episodes", "0", "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"Minari dataset '{MINARI_ID}' is damaged" in err[0]
+    assert f"offline_gitd fetch minari {MINARI_ID}" in err[0] and str(root / MINARI_ID) in err[0]
