@@ -64,6 +64,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="first back-off in seconds, doubled per retry up to 60 (default 1)",
     )
     rlu.add_argument("--timeout", type=float, default=60.0, help="socket timeout, s (default 60)")
+    rlu.add_argument(
+        "--min-rate",
+        type=float,
+        default=1024.0,
+        help="abandon an attempt slower than this many bytes/s over a minute, keeping its bytes (default 1024)",
+    )
+    rlu.add_argument(
+        "--deadline", type=float, default=None, help="give up on a shard after this many s (default: none)"
+    )
     rlu.set_defaults(func=_fetch_rlu_atari)
 
     minari_parser = sources.add_parser(
@@ -102,6 +111,8 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
 
     if args.retries < 1 or args.retry_delay < 0 or args.timeout <= 0:
         raise UsageError("--retries must be >= 1, --retry-delay >= 0 and --timeout > 0")
+    if args.min_rate < 0 or (args.deadline is not None and args.deadline <= 0):
+        raise UsageError("--min-rate must be >= 0 and --deadline > 0")
     summary = fetch_rlu_atari(
         load_rlu_registry(),
         data_root(args.data_dir),
@@ -116,6 +127,8 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
             base_delay=args.retry_delay,
             max_delay=max(60.0, args.retry_delay),
             timeout=args.timeout,
+            min_rate=args.min_rate,
+            deadline=args.deadline,
         ),
     )
     print("\n".join(summary_lines(summary)))
