@@ -263,3 +263,27 @@ def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) 
         del os.environ["MINARI_DATASETS_PATH"]
     for a, b in zip(final_params(out), final_params(tmp_path / "straight"), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.slow  # two online runs: ~1 min on a shared 2-core machine
+def test_torn_online_host_state_falls_back_to_the_previous_pair(tmp_path, capsys) -> None:
+    """A truncated ``host_state/<step>.pkl`` (the replay and RNGs beside orbax's state): resume
+    takes the previous checkpoint, whose host state was kept, and recomputes exactly."""
+    from offline_gitd.online.config import OnlineConfig
+    from offline_gitd.online.train import resume_config, train
+
+    cfg = OnlineConfig(
+        algo="dqn", env="CartPole-v1", critic="gitd", K=2, T=20, steps=200, seeds="0", out=str(tmp_path / "run"),
+        mlp_hidden="8", batch_size=8, initial_samples=50, log_every=50, checkpoint_every=100,
+    )  # fmt: skip
+    train(cfg, progress=False)
+    out = tmp_path / "run"
+    straight = final_params(out)
+    assert sorted(p.name for p in (out / "host_state").iterdir()) == ["100.pkl", "200.pkl"]
+    truncate(out / "host_state" / "200.pkl")
+    capsys.readouterr()
+    train(resume_config(out, 200), resume=True, progress=False)
+    warning = [line for line in capsys.readouterr().err.splitlines() if "damaged" in line]
+    assert len(warning) == 1 and "200.pkl fails its checksum" in warning[0] and "checkpoint 100" in warning[0]
+    for a, b in zip(final_params(out), straight, strict=True):
+        np.testing.assert_array_equal(a, b)
