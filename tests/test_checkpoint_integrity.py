@@ -127,12 +127,16 @@ def test_sealed_pickle_detects_truncation_and_flips_and_reads_old_pickles(tmp_pa
         read_sealed_pickle(path)
 
 
-def test_unfinished_orbax_save_is_swept_on_open(saved: Checkpoints) -> None:
+def test_unfinished_orbax_save_is_swept_on_resume_only(saved: Checkpoints) -> None:
+    """A save killed mid-way (kill -9) leaves orbax's temp folder: the resuming run removes it;
+    merely opening the checkpoints (a reader of a live run) must not."""
     leftover = saved.directory / f"3{ORBAX_TMP_SUFFIX}-1700000000"
     (leftover / "default").mkdir(parents=True)
     (leftover / "default" / "junk").write_bytes(b"x")
     reopened = Checkpoints(saved.directory.parent)
-    assert not leftover.exists() and reopened.latest() == 2
+    assert leftover.exists() and reopened.latest() == 2
+    assert reopened.restore_newest_intact(state_at(0))[0] == 2
+    assert not leftover.exists()
 
 
 def test_ctrl_c_during_a_save_waits_for_it_then_interrupts(tmp_path: Path) -> None:

@@ -137,7 +137,6 @@ class Checkpoints:
 
     def __init__(self, run_dir: Path) -> None:
         self.directory = (run_dir / CHECKPOINTS).absolute()
-        remove_unfinished_saves(self.directory)
         self.manager = ocp.CheckpointManager(self.directory)
 
     def save(self, epoch: int, state: Any) -> None:
@@ -184,7 +183,10 @@ class Checkpoints:
 
         Damaged newer steps are reported in one line on stderr and removed (resume recomputes
         them exactly); if no step is intact nothing is removed and the run refuses to resume.
+        Only the run that resumes calls this, so it also clears saves a killed process left
+        unfinished (a reader of a live run must not).
         """
+        remove_unfinished_saves(self.directory)
         damaged: list[tuple[int, str]] = []
         for step in sorted(self.manager.all_steps(), reverse=True):
             problem = self.problem(step)
