@@ -183,13 +183,9 @@ DATASET = "tests/cartpole/integrity-v0"
 
 @pytest.fixture(scope="module")
 def minari_root(tmp_path_factory) -> Path:
-    from tests.minari_fixtures import record_random_dataset
+    from tests.minari_fixtures import record_into_new_root
 
-    root = tmp_path_factory.mktemp("minari")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINARI_DATASETS_PATH", str(root))
-        record_random_dataset(DATASET, "CartPole-v1", steps=600)
-    return root
+    return record_into_new_root(tmp_path_factory.mktemp("minari"), DATASET, "CartPole-v1", 600)
 
 
 def train_args(out: Path, epochs: int) -> list[str]:

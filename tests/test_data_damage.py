@@ -134,13 +134,9 @@ MINARI_ID = "tests/cartpole/damage-v0"
 
 @pytest.fixture(scope="module")
 def minari_root(tmp_path_factory) -> Path:
-    from tests.minari_fixtures import record_random_dataset
+    from tests.minari_fixtures import record_into_new_root
 
-    root = tmp_path_factory.mktemp("minari")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINARI_DATASETS_PATH", str(root))
-        record_random_dataset(MINARI_ID, "CartPole-v1", steps=300)
-    return root
+    return record_into_new_root(tmp_path_factory.mktemp("minari"), MINARI_ID, "CartPole-v1", 300)
 
 
 def hdf5_truncated(data: bytearray) -> bytearray:
