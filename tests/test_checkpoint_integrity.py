@@ -241,13 +241,18 @@ def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) 
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline, saving = time.monotonic() + 180, False
-    while not saving and proc.poll() is None and time.monotonic() < deadline:
-        saving = any((out / "checkpoints").glob(f"*{ORBAX_TMP_SUFFIX}*"))
-        time.sleep(0.0005)
-    assert saving, "never saw a checkpoint being written"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline, saving = time.monotonic() + 180, False
+        while not saving and proc.poll() is None and time.monotonic() < deadline:
+            saving = any((out / "checkpoints").glob(f"*{ORBAX_TMP_SUFFIX}*"))
+            time.sleep(0.0005)
+        assert saving, "never saw a checkpoint being written"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)  # without the deferral it hung here
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == [
         f"offline_gitd: interrupted; resume with: offline_gitd train --out {out} --resume"
