@@ -84,6 +84,16 @@ def test_damaged_newest_checkpoint_falls_back_in_one_line(saved: Checkpoints, da
     assert reopened.restore_newest_intact(state_at(0))[0] == 2
 
 
+def test_a_digest_outlives_no_step(saved: Checkpoints) -> None:
+    """When a step goes (a keep-last-N policy, a user's rm), its digest goes at the next save."""
+    import shutil
+
+    shutil.rmtree(saved.path(1))
+    saved.manager.reload()
+    saved.save(3, state_at(3))
+    assert sorted(p.name for p in saved.directory.glob("*.sha256")) == ["2.sha256", "3.sha256"]
+
+
 def test_intact_checkpoints_restore_the_newest_silently(saved: Checkpoints, capsys) -> None:
     step, state, _ = Checkpoints(saved.directory.parent).restore_newest_intact(state_at(0))
     assert step == 2 and capsys.readouterr().err == ""

@@ -145,6 +145,7 @@ class Checkpoints:
             self.manager.save(epoch, args=ocp.args.StandardSave(state))
             self.manager.wait_until_finished()
             write_json_atomic(self.digest_path(epoch), {"files": tree_sha256(self.path(epoch))})
+            self._drop_orphan_digests()
 
     def latest(self) -> int | None:
         return self.manager.latest_step()
@@ -217,6 +218,13 @@ class Checkpoints:
                 "nothing was removed: start the run again under a new --out"
             )
         return 0, like, None
+
+    def _drop_orphan_digests(self) -> None:
+        """Digests of steps orbax no longer has (pruned by a keep-last-N policy, or deleted)."""
+        kept = {str(step) for step in self.manager.all_steps()}
+        for digest in self.directory.glob("*.sha256"):
+            if digest.stem not in kept:
+                digest.unlink(missing_ok=True)
 
     def _discard(self, steps: Iterable[int]) -> None:
         for step in steps:
