@@ -137,6 +137,33 @@ def test_sealed_pickle_detects_truncation_and_flips_and_reads_old_pickles(tmp_pa
         read_sealed_pickle(path)
 
 
+def test_sealed_pickle_on_a_full_disk_is_one_line_and_no_temp(tmp_path: Path) -> None:
+    """A real EFBIG (the file-size limit of a child process), as a full disk gives ENOSPC."""
+    import subprocess
+    import sys
+
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from offline_gitd.learners.integrity import write_sealed_pickle\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        "    write_sealed_pickle(Path(sys.argv[1]) / '100.pkl', bytes(100000))\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.startswith("DiskFull cannot write") and "File too large" in proc.stdout, proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_unfinished_orbax_save_is_swept_on_resume_only(saved: Checkpoints) -> None:
     """A save killed mid-way (kill -9) leaves orbax's temp folder: the resuming run removes it;
     merely opening the checkpoints (a reader of a live run) must not."""
@@ -305,3 +332,40 @@ def test_torn_online_host_state_falls_back_to_the_previous_pair(tmp_path, capsys
     assert len(warning) == 1 and "200.pkl fails its checksum" in warning[0] and "checkpoint 100" in warning[0]
     for a, b in zip(final_params(out), straight, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+FULL_DISK_SCRIPT = """
+import resource, signal, sys
+import numpy as np
+from pathlib import Path
+from offline_gitd.learners.rundir import Checkpoints
+
+checkpoints = Checkpoints(Path(sys.argv[1]))
+checkpoints.save(1, {"w": np.zeros(10, np.float32)})
+# A full disk without root: files may not grow past 20 kB; SIGXFSZ ignored, a write past it is
+# the OSError EFBIG, which orbax reports as it would ENOSPC.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))
+try:
+    checkpoints.save(2, {"w": np.arange(100000, dtype=np.float32)})
+except Exception as err:
+    print(type(err).__name__, err)
+"""
+
+
+def test_full_disk_during_a_save_is_one_line_and_leaves_the_earlier_checkpoints(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.stdout.strip().startswith("DiskFull cannot save checkpoint 2") and "File too large" in proc.stdout
+    assert "\n" not in proc.stdout.strip() and proc.stderr == ""  # orbax's ~250 lines of logs held
+    checkpoints = Checkpoints(tmp_path)
+    assert not list(checkpoints.directory.glob(f"*{ORBAX_TMP_SUFFIX}*"))
+    assert checkpoints.restore_newest_intact({"w": np.ones(10, np.float32)})[0] == 1

@@ -31,6 +31,10 @@ class DamagedFile(UsageError):
     """A file the package wrote earlier no longer holds what it wrote (truncated, altered)."""
 
 
+class DiskFull(UsageError):
+    """A save the disk refused (full, over quota, file too large): nothing to fix in the code."""
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, carrying the one line that tells the user how to continue."""
 
@@ -109,6 +113,11 @@ def write_sealed_pickle(path: Path, obj: Any) -> None:
             os.fsync(f.fileno())
         _check_seal(tmp)
         os.replace(tmp, path)
+    except OSError as err:
+        raise DiskFull(
+            f"cannot write {path}: {err.strerror or err}; the earlier checkpoints are intact: "
+            "make room, then continue the run with --resume"
+        ) from None
     finally:
         tmp.unlink(missing_ok=True)
 

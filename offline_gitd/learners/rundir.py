@@ -8,12 +8,15 @@ the checkpoint never duplicates or loses an epoch.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import logging
 import os
+import re
 import shutil
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ import orbax.checkpoint as ocp
 from offline_gitd.errors import UsageError
 from offline_gitd.learners.integrity import (
     DamagedFile,
+    DiskFull,
     deferred_interrupt,
     tree_problem,
     tree_sha256,
@@ -141,10 +145,19 @@ class Checkpoints:
 
     def save(self, epoch: int, state: Any) -> None:
         """Save and seal; Ctrl-C waits for both, so no half-written step is ever left behind."""
-        with deferred_interrupt():
-            self.manager.save(epoch, args=ocp.args.StandardSave(state))
-            self.manager.wait_until_finished()
-            write_json_atomic(self.digest_path(epoch), {"files": tree_sha256(self.path(epoch))})
+        with deferred_interrupt(), _orbax_errors_unlogged():
+            try:
+                self.manager.save(epoch, args=ocp.args.StandardSave(state))
+                self.manager.wait_until_finished()
+                write_json_atomic(self.digest_path(epoch), {"files": tree_sha256(self.path(epoch))})
+            except Exception as err:
+                remove_unfinished_saves(self.directory)
+                if not _is_disk_error(err):
+                    raise
+                raise DiskFull(
+                    f"cannot save checkpoint {epoch} in {self.directory}: {_first_line(err)}; the earlier "
+                    "checkpoints are intact: make room, then continue the run with --resume"
+                ) from None
             self._drop_orphan_digests()
 
     def latest(self) -> int | None:
@@ -231,6 +244,31 @@ class Checkpoints:
             shutil.rmtree(self.path(step), ignore_errors=True)
             self.digest_path(step).unlink(missing_ok=True)
         self.manager.reload()
+
+
+def _is_disk_error(err: BaseException) -> bool:
+    """An OSError, or orbax's tensorstore error wrapping one (it reports ``os_error_code``)."""
+    return isinstance(err, OSError) or "os_error_code" in str(err)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    # tensorstore's message ends with the OS's words: "...: No space left on device [os_error_code='28']"
+    match = re.search(r": ([^:]+?) \[os_error_code='\d+'\]", text)
+    return match.group(1) if match else (text.splitlines() or [type(err).__name__])[0]
+
+
+@contextlib.contextmanager
+def _orbax_errors_unlogged() -> Iterator[None]:
+    """orbax logs every failure of its save threads with a traceback (about 250 lines for one full
+    disk) before raising it; the raised error alone says what happened, so hold its log meanwhile."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _describe(damaged: Sequence[tuple[int, str]]) -> str:
