@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from offline_gitd.learners.integrity import (
     deferred_interrupt,
     tree_problem,
     tree_sha256,
+    write_bytes_atomic,
     write_json_atomic,
 )
 
@@ -86,13 +88,19 @@ class CsvLog:
         new = not self.path.exists()
         if new and not self.columns:
             self.columns = list(rows[0])
-        with self.path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, self.columns, extrasaction="ignore")
-            if new:
-                writer.writeheader()
-            writer.writerows(rows)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with self.path.open("a", newline="") as f:
+                writer = csv.DictWriter(f, self.columns, extrasaction="ignore")
+                if new:
+                    writer.writeheader()
+                writer.writerows(rows)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as err:  # a part-written row is dropped by the resume (drop_after)
+            raise DiskFull(
+                f"cannot write {self.path}: {err.strerror or err}; the checkpoints are intact: "
+                "make room, then continue the run with --resume"
+            ) from None
 
     def drop_after(self, column: str, last_kept: int) -> None:
         """Remove rows whose ``column`` exceeds ``last_kept`` (epochs never checkpointed), and a
@@ -109,14 +117,14 @@ class CsvLog:
         kept = [row for row in rows if _complete(row, self.columns, column) and int(row[column]) <= last_kept]
         if len(kept) == len(rows) and not torn:
             return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", newline="") as f:
-            writer = csv.DictWriter(f, self.columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(kept)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, self.columns, extrasaction="ignore", lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows(kept)
+        try:
+            write_bytes_atomic(self.path, buffer.getvalue().encode())
+        except OSError as err:
+            raise DiskFull(f"cannot rewrite {self.path}: {err.strerror or err}; it is unchanged") from None
 
 
 def _complete(row: Mapping[str | None, Any], columns: Sequence[str], column: str) -> bool:
