@@ -169,3 +169,12 @@ def test_damaged_minari_file_is_one_line_with_the_fix(minari_root, tmp_path, mon
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"Minari dataset '{MINARI_ID}' is damaged" in err[0]
     assert f"offline_gitd fetch minari {MINARI_ID}" in err[0] and str(root / MINARI_ID) in err[0]
+
+
+def test_cache_of_another_format_is_rebuilt_without_blame(root: Path, capsys) -> None:
+    (cache,) = build_rlu_cache(root, "Pong", 1, [0], jobs=1, progress=False)
+    meta = json.loads((cache / "meta.json").read_text())
+    (cache / "meta.json").write_text(json.dumps({**meta, "format_version": 0}))
+    capsys.readouterr()
+    build_rlu_cache(root, "Pong", 1, [0], jobs=1, progress=False)
+    assert "damaged" not in capsys.readouterr().err and cache_problem(cache) is None

@@ -24,6 +24,7 @@ folder under its final name is always whole; an interrupted decode leaves only a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -231,6 +232,9 @@ def _stale_reason(cache_dir: Path, shard: Path | None, fraction: float) -> str |
     that is merely absent, partial or of another shard is stale without blame."""
     if not (cache_dir / "meta.json").exists():
         return "absent"
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # unreadable: cache_problem names it
+        if json.loads((cache_dir / "meta.json").read_text()).get("format_version") != FORMAT_VERSION:
+            return "another format"
     problem = cache_problem(cache_dir)
     if problem is not None:
         return problem
@@ -336,7 +340,7 @@ def build_rlu_cache(
         reason = _stale_reason(target, shard, fraction)
         if reason is not None:
             # the old cache stays until its successor is whole: a bad shard then costs nothing
-            if reason not in ("absent", "smaller fraction", "another shard"):
+            if reason not in ("absent", "another format", "smaller fraction", "another shard"):
                 print(
                     f"offline_gitd: warning: cache {target} is damaged ({reason}); decoding {shard} again",
                     file=sys.stderr,
