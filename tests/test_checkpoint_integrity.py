@@ -369,3 +369,48 @@ def test_full_disk_during_a_save_is_one_line_and_leaves_the_earlier_checkpoints(
     checkpoints = Checkpoints(tmp_path)
     assert not list(checkpoints.directory.glob(f"*{ORBAX_TMP_SUFFIX}*"))
     assert checkpoints.restore_newest_intact({"w": np.ones(10, np.float32)})[0] == 1
+
+
+@pytest.mark.slow  # an online training subprocess and a resume: ~1 min on a shared 2-core machine
+def test_ctrl_c_during_an_online_save_is_one_line_and_resumes(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    args = [
+        "online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--steps", "100000", "--seeds", "0",
+        "--mlp-hidden", "8", "--batch-size", "8", "--initial-samples", "50", "--log-every", "50",
+        "--checkpoint-every", "50", "--out", str(out), "--no-progress",
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "offline_gitd.cli", *args],
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline, saving = time.monotonic() + 180, False
+        while not saving and proc.poll() is None and time.monotonic() < deadline:
+            saving = any((out / "checkpoints").glob(f"*{ORBAX_TMP_SUFFIX}*"))
+            time.sleep(0.0005)
+        assert saving, "never saw a checkpoint being written"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [
+        f"offline_gitd: interrupted; resume with: offline_gitd online dqn --out {out} --resume"
+    ]
+    assert not list((out / "checkpoints").glob(f"*{ORBAX_TMP_SUFFIX}*"))
+    assert not list((out / "host_state").glob("*.tmp"))
+    done = Checkpoints(out).latest()
+    assert done and not Checkpoints(out).problem(done)
+
+    from offline_gitd.cli import main
+
+    assert main(["online", "dqn", "--out", str(out), "--resume", "--steps", str(done + 50), "--no-progress"]) == 0
+    assert Checkpoints(out).latest() == done + 50
