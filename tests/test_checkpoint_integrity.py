@@ -203,6 +203,18 @@ def test_ctrl_c_during_a_save_waits_for_it_then_interrupts(tmp_path: Path) -> No
     np.testing.assert_array_equal(restored[1]["w"], big["w"])
 
 
+def test_a_second_ctrl_c_interrupts_a_deferred_block_at_once() -> None:
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            reached.append("after the first")
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here, before the sleep returns
+            reached.append("after the second")
+    assert reached == ["after the first"]
+
+
 def test_deferred_interrupt_restores_the_handler_and_reraises_once() -> None:
     before = signal.getsignal(signal.SIGINT)
     with pytest.raises(KeyboardInterrupt):

@@ -155,6 +155,7 @@ def read_sealed_pickle(path: Path) -> Any:
 @contextlib.contextmanager
 def deferred_interrupt() -> Iterator[None]:
     """Hold Ctrl-C until the block ends, then raise it: a save is either whole or not started.
+    A second Ctrl-C interrupts at once.
 
     Only the main thread receives signals; elsewhere (a Ray worker thread) the block runs as is.
     """
@@ -177,12 +178,15 @@ def deferred_interrupt() -> Iterator[None]:
 
 
 class _Deferral:
-    """The SIGINT handler while a save runs: remember, do not interrupt."""
+    """The SIGINT handler while a save runs: remember the first Ctrl-C, do not interrupt; a second
+    one interrupts at once (a save that hangs must not trap the user; resume clears its leftovers)."""
 
     def __init__(self) -> None:
         self.received = False
 
     def __call__(self, signum: int, frame: Any) -> None:
+        if self.received:
+            raise KeyboardInterrupt
         self.received = True
 
 
