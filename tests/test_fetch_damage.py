@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import os
-import resource
-import signal
 import subprocess
 import sys
 import threading
@@ -85,11 +83,15 @@ def test_two_fetches_of_one_shard_take_turns(server: RluServer, bucket: Path, tm
     assert not list(raw(tmp_path).glob("*.part"))
 
 
-def _limit_file_size() -> None:
-    """A full disk without root: files may not grow past 64 bytes; SIGXFSZ would kill the process,
-    ignored it turns into the EFBIG OSError that a full disk's ENOSPC also is."""
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))
+# A full disk without root: the child limits its files to 64 bytes and ignores SIGXFSZ, so a write
+# past it is the OSError EFBIG, as a full disk's is ENOSPC. Set in the child itself: a preexec_fn
+# is unsafe in a test process that already runs threads.
+LIMITED_CLI = (
+    "import resource, runpy, signal\n"
+    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))\n"
+    "runpy.run_module('offline_gitd.cli', run_name='__main__')\n"
+)
 
 
 def test_full_disk_while_writing_the_lock_file_is_one_line_and_no_temp(
@@ -100,11 +102,10 @@ def test_full_disk_while_writing_the_lock_file_is_one_line_and_no_temp(
     shard.write_bytes((bucket / SHARD).read_bytes())  # present and verified; no lock entry yet
     args = ["fetch", "rlu-atari", "--game", "Pong", "--run", "1", "--checkpoints", "0"]
     proc = subprocess.run(
-        [sys.executable, "-m", "offline_gitd.cli", *args, "--data-dir", str(tmp_path), "--base-url", server.base_url],
+        [sys.executable, "-c", LIMITED_CLI, *args, "--data-dir", str(tmp_path), "--base-url", server.base_url],
         env={**os.environ, "PYTHONPATH": str(Path.cwd())},
         capture_output=True,
         text=True,
-        preexec_fn=_limit_file_size,
         timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
