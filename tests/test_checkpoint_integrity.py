@@ -137,11 +137,17 @@ def test_sealed_pickle_detects_truncation_and_flips_and_reads_old_pickles(tmp_pa
         read_sealed_pickle(path)
 
 
-def test_sealed_pickle_on_a_full_disk_is_one_line_and_no_temp(tmp_path: Path) -> None:
-    """A real EFBIG (the file-size limit of a child process), as a full disk gives ENOSPC."""
+def run_python(script: str, *args: str):
+    """``python -c script args`` with this checkout importable; its completed process."""
     import subprocess
     import sys
 
+    env = {**os.environ, "PYTHONPATH": str(Path.cwd())}
+    return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_sealed_pickle_on_a_full_disk_is_one_line_and_no_temp(tmp_path: Path) -> None:
+    """A real EFBIG (the file-size limit of a child process), as a full disk gives ENOSPC."""
     script = (
         "import resource, signal, sys\n"
         "from pathlib import Path\n"
@@ -153,13 +159,7 @@ def test_sealed_pickle_on_a_full_disk_is_one_line_and_no_temp(tmp_path: Path) ->
         "except Exception as err:\n"
         "    print(type(err).__name__, err)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_python(script, str(tmp_path))
     assert proc.stdout.startswith("DiskFull cannot write") and "File too large" in proc.stdout, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
@@ -274,18 +274,15 @@ def test_flipped_checkpoint_is_recomputed_exactly_on_resume(minari_root, monkeyp
     assert len((out / "metrics.csv").read_text().splitlines()) == 1 + 2  # header, epochs 1 and 2 once
 
 
-@pytest.mark.slow  # a training subprocess and two runs: ~60 s on a shared 2-core machine
-def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) -> None:
-    """SIGINT to a real ``offline_gitd train`` process while orbax writes a checkpoint (its
-    temporary folder is seen on disk), the case that printed orbax tracebacks and left the folder."""
+def interrupt_while_saving(cli_args: list[str], out: Path, **env: str) -> tuple[int, str]:
+    """Run ``offline_gitd CLI_ARGS`` in a subprocess, send SIGINT while orbax's temporary folder
+    of a checkpoint is on disk; its exit code and stderr. Without the deferral it hung here."""
     import subprocess
     import sys
 
-    out = tmp_path / "run"
-    env = {**os.environ, "MINARI_DATASETS_PATH": str(minari_root), "PYTHONPATH": str(Path.cwd())}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "offline_gitd.cli", *train_args(out, 1000)],
-        env=env,
+        [sys.executable, "-m", "offline_gitd.cli", *cli_args],
+        env={**os.environ, "PYTHONPATH": str(Path.cwd()), **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -297,12 +294,21 @@ def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) 
             time.sleep(0.0005)
         assert saving, "never saw a checkpoint being written"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)  # without the deferral it hung here
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+@pytest.mark.slow  # a training subprocess and two runs: ~60 s on a shared 2-core machine
+def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) -> None:
+    """SIGINT to a real ``offline_gitd train`` process while orbax writes a checkpoint (its
+    temporary folder is seen on disk), the case that printed orbax tracebacks and left the folder."""
+    out = tmp_path / "run"
+    returncode, err = interrupt_while_saving(train_args(out, 1000), out, MINARI_DATASETS_PATH=str(minari_root))
+    assert returncode == 130, err
     assert err.strip().splitlines() == [
         f"offline_gitd: interrupted; resume with: offline_gitd train --out {out} --resume"
     ]
@@ -366,16 +372,7 @@ except Exception as err:
 
 
 def test_full_disk_during_a_save_is_one_line_and_leaves_the_earlier_checkpoints(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    proc = subprocess.run(
-        [sys.executable, "-c", FULL_DISK_SCRIPT, str(tmp_path)],
-        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_python(FULL_DISK_SCRIPT, str(tmp_path))
     assert proc.stdout.strip().startswith("DiskFull cannot save checkpoint 2") and "File too large" in proc.stdout
     assert "\n" not in proc.stdout.strip() and proc.stderr == ""  # orbax's ~250 lines of logs held
     checkpoints = Checkpoints(tmp_path)
@@ -385,35 +382,14 @@ def test_full_disk_during_a_save_is_one_line_and_leaves_the_earlier_checkpoints(
 
 @pytest.mark.slow  # an online training subprocess and a resume: ~1 min on a shared 2-core machine
 def test_ctrl_c_during_an_online_save_is_one_line_and_resumes(tmp_path) -> None:
-    import subprocess
-    import sys
-
     out = tmp_path / "run"
     args = [
         "online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--steps", "100000", "--seeds", "0",
         "--mlp-hidden", "8", "--batch-size", "8", "--initial-samples", "50", "--log-every", "50",
         "--checkpoint-every", "50", "--out", str(out), "--no-progress",
     ]  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "offline_gitd.cli", *args],
-        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline, saving = time.monotonic() + 180, False
-        while not saving and proc.poll() is None and time.monotonic() < deadline:
-            saving = any((out / "checkpoints").glob(f"*{ORBAX_TMP_SUFFIX}*"))
-            time.sleep(0.0005)
-        assert saving, "never saw a checkpoint being written"
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+    returncode, err = interrupt_while_saving(args, out)
+    assert returncode == 130, err
     assert err.strip().splitlines() == [
         f"offline_gitd: interrupted; resume with: offline_gitd online dqn --out {out} --resume"
     ]
