@@ -113,8 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"offline_gitd: error: {one_line(str(err))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("offline_gitd: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # a run's handler adds how to resume it
+        print(f"offline_gitd: {str(err) or 'interrupted'}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - the guard: a bug still ends as one line
         if debug:

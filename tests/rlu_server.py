@@ -3,7 +3,8 @@
 Serves files from a folder with the headers GCS sends (``x-goog-hash``,
 ``x-goog-stored-content-length``, ``Accept-Ranges``), honours ``Range: bytes=N-[M]`` with 206 and
 ``Content-Range``, and can misbehave on request so the fetcher's recovery paths run for real:
-drop the connection mid-body once, corrupt the body, answer an HTTP error once, ignore ranges.
+drop the connection mid-body once, corrupt the body, answer an HTTP error once, ignore ranges,
+stall after some bytes once, trickle a few bytes at a time.
 It records every request it saw.
 """
 
@@ -41,6 +42,8 @@ class Misbehaviour:
     error_once: dict[str, int] = field(default_factory=dict)
     ignore_range: bool = False
     send_hashes: bool = True
+    trickle: dict[str, tuple[int, float]] = field(default_factory=dict)  # path -> (bytes, every s)
+    stall_once: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before hanging
 
 
 def goog_hash(data: bytes) -> str:
@@ -64,6 +67,7 @@ class RluServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
+        self._closing = threading.Event()  # ends stalls and trickles when the server stops
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
@@ -90,6 +94,7 @@ class RluServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._closing.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()
@@ -108,6 +113,8 @@ class RluServer:
                     error = server.misbehave.error_once.pop(self.path, None)
                     drop = self.path in server.misbehave.drop_once
                     server.misbehave.drop_once.discard(self.path)
+                    stall = server.misbehave.stall_once.pop(self.path, None)
+                    trickle = server.misbehave.trickle.get(self.path)
                 if error is not None:
                     self.send_error(error)
                     return
@@ -147,6 +154,24 @@ class RluServer:
                     self.wfile.write(body[: len(body) // 2])
                     self.wfile.flush()
                     self.close_connection = True
+                    return
+                if stall is not None:
+                    # Some bytes, then silence with the connection open: the client's timeout fires.
+                    self.wfile.write(body[:stall])
+                    self.wfile.flush()
+                    server._closing.wait(30)
+                    self.close_connection = True
+                    return
+                if trickle is not None:
+                    size, every = trickle
+                    for start in range(0, len(body), size):
+                        try:
+                            self.wfile.write(body[start : start + size])
+                            self.wfile.flush()
+                        except OSError:  # the client gave up on us
+                            return
+                        if server._closing.wait(every):
+                            return
                     return
                 self.wfile.write(body)
 

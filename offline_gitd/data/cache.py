@@ -24,9 +24,11 @@ folder under its final name is always whole; an interrupted decode leaves only a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -42,6 +44,8 @@ import numpy as np
 from offline_gitd.data.paths import data_root, rlu_cache_dir, rlu_raw_dir
 from offline_gitd.data.replay import EpisodeStore, SegmentedRows, first_fraction, fraction_rows
 from offline_gitd.data.rlu import FRAME_SHAPE, count_rlu_steps, iter_rlu_episodes
+from offline_gitd.data.tfrecord import TFRecordError
+from offline_gitd.errors import UsageError
 
 FORMAT_VERSION = 1
 LAYOUT = "atari_episodes_ordered"
@@ -125,18 +129,92 @@ def write_checkpoint_cache(
             "shard_num_frames": rows if shard_steps is None else shard_steps,
             "num_episodes": len(episodes["episode_starts"]),
             "num_terminal_episodes": int(sum(episodes["episode_terminal"])),
+            "files": {path.name: path.stat().st_size for path in sorted(tmp.glob("*.npy"))},
         }
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        try:
-            os.rename(tmp, final)
-        except OSError:
-            if not cache_is_valid(final, shard, fraction):
-                raise
-            shutil.rmtree(tmp)  # another process won the race with an equally good cache
+        _install(tmp, final, shard, fraction)
         return meta
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _install(tmp: Path, final: Path, shard: Path, fraction: float) -> None:
+    """Rename the finished ``tmp`` into place. A stale or damaged cache there is replaced only
+    now, once its successor is whole (a failed decode keeps it); a valid one that another process
+    finished meanwhile is kept and ``tmp`` discarded."""
+    try:
+        os.rename(tmp, final)
+        return
+    except OSError:
+        if cache_is_valid(final, shard, fraction):
+            shutil.rmtree(tmp)  # another process won the race with an equally good cache
+            return
+    old = final.parent / f".{final.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    os.rename(final, old)
+    os.rename(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class DamagedCache(UsageError):
+    """A decoded cache whose files no longer hold what was written (truncated, altered)."""
+
+
+def cache_problem(cache_dir: str | os.PathLike[str]) -> str | None:
+    """Why the cache in ``cache_dir`` cannot be used, or ``None``: the manifest's file sizes, then
+    every array's dtype, shape and length against the meta, then the values a learner trusts
+    (actions in the Atari action set, discounts in [0, 1], finite rewards, ordered episode starts).
+    Frames are checked by size only: every uint8 is a valid pixel."""
+    path = Path(cache_dir)
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except FileNotFoundError:
+        return "meta.json is missing"
+    except (OSError, ValueError) as err:
+        return f"meta.json is unreadable ({type(err).__name__})"
+    if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
+        return f"not a format-{FORMAT_VERSION} cache"
+    for name, size in dict(meta.get("files", {})).items():
+        actual = (path / name).stat().st_size if (path / name).is_file() else None
+        if actual != size:
+            return f"{name} has {'no file' if actual is None else f'{actual} bytes'}, {size} were written"
+    try:
+        rows, episodes = int(meta["num_frames"]), int(meta["num_episodes"])
+        arrays = {
+            name: np.load(path / f"{name}.npy", mmap_mode="r") for name in ("frames", *STEP_ARRAYS, *EPISODE_ARRAYS)
+        }
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"an array cannot be read ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+    expected = {"frames": ((rows, *FRAME_SHAPE), np.uint8)}
+    expected.update({name: ((rows,), dtype) for name, dtype in STEP_ARRAYS.items()})
+    expected.update({name: ((episodes,), dtype) for name, dtype in EPISODE_ARRAYS.items()})
+    for name, (shape, dtype) in expected.items():
+        if arrays[name].shape != shape or arrays[name].dtype != dtype:
+            return (
+                f"{name}.npy is {arrays[name].dtype}{list(arrays[name].shape)}, {np.dtype(dtype)}{list(shape)} expected"
+            )
+    return _value_problem({name: np.asarray(arrays[name]) for name in (*STEP_ARRAYS, *EPISODE_ARRAYS)}, rows)
+
+
+ATARI_ACTIONS = 18  # the full ALE action set: any game's actions lie in [0, 18)
+
+
+def _value_problem(arrays: dict[str, np.ndarray], rows: int) -> str | None:
+    actions = arrays["actions"]
+    if len(actions) and (actions.min() < 0 or actions.max() >= ATARI_ACTIONS):
+        return f"actions.npy holds {int(actions.min())}..{int(actions.max())}, outside 0..{ATARI_ACTIONS - 1}"
+    discounts = arrays["discounts"]
+    if not np.all((discounts >= 0) & (discounts <= 1)):
+        return "discounts.npy holds values outside [0, 1]"
+    for name in ("unclipped_rewards", "clipped_rewards", "episode_return", "clipped_episode_return"):
+        if not np.all(np.isfinite(arrays[name])):
+            return f"{name}.npy holds non-finite values"
+    if not np.all(np.abs(arrays["clipped_rewards"]) <= 1):
+        return "clipped_rewards.npy holds values outside [-1, 1]"
+    starts = arrays["episode_starts"]
+    if len(starts) and (starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= rows):
+        return "episode_starts.npy is not an increasing list of rows starting at 0"
+    return None
 
 
 def cache_is_valid(
@@ -144,17 +222,28 @@ def cache_is_valid(
     shard: str | os.PathLike[str] | None = None,
     fraction: float = 0.0,
 ) -> bool:
-    """Whether a complete cache of this format exists, made from ``shard`` (same size) when
-    given, and holding at least the first ``fraction`` of its checkpoint."""
-    try:
-        meta = json.loads((Path(cache_dir) / "meta.json").read_text())
-    except (OSError, ValueError):
-        return False
-    if meta.get("format_version") != FORMAT_VERSION or meta.get("fraction", 0.0) < fraction:
-        return False
-    return shard is None or (
-        meta.get("shard") == Path(shard).name and meta.get("shard_size") == Path(shard).stat().st_size
-    )
+    """Whether a complete, intact cache of this format exists (:func:`cache_problem`), made from
+    ``shard`` (same size) when given, and holding at least the first ``fraction`` of its checkpoint."""
+    return _stale_reason(Path(cache_dir), None if shard is None else Path(shard), fraction) is None
+
+
+def _stale_reason(cache_dir: Path, shard: Path | None, fraction: float) -> str | None:
+    """Why the cache must be (re)built, or ``None`` when it serves: damage is named, a cache
+    that is merely absent, partial or of another shard is stale without blame."""
+    if not (cache_dir / "meta.json").exists():
+        return "absent"
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # unreadable: cache_problem names it
+        if json.loads((cache_dir / "meta.json").read_text()).get("format_version") != FORMAT_VERSION:
+            return "another format"
+    problem = cache_problem(cache_dir)
+    if problem is not None:
+        return problem
+    meta = json.loads((cache_dir / "meta.json").read_text())
+    if meta.get("fraction", 0.0) < fraction:
+        return "smaller fraction"
+    if shard is not None and (meta.get("shard") != shard.name or meta.get("shard_size") != shard.stat().st_size):
+        return "another shard"
+    return None
 
 
 @dataclass(frozen=True)
@@ -188,8 +277,11 @@ class CheckpointCache:
 def open_checkpoint_cache(cache_dir: str | os.PathLike[str]) -> CheckpointCache:
     """Open a cache written by :func:`write_checkpoint_cache` without reading its frames."""
     path = Path(cache_dir)
-    if not cache_is_valid(path):
+    if not (path / "meta.json").exists():
         raise FileNotFoundError(f"{path}: no complete RLU cache (format {FORMAT_VERSION}) here")
+    problem = cache_problem(path)
+    if problem is not None:
+        raise DamagedCache(f"{path} is damaged ({problem}); delete it and run again to decode its shard anew")
     arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in ("frames", *STEP_ARRAYS, *EPISODE_ARRAYS)}
     return CheckpointCache(path=path, meta=json.loads((path / "meta.json").read_text()), **arrays)
 
@@ -206,6 +298,18 @@ def find_shard(raw_dir: Path, run: int, checkpoint: int) -> Path:
 def _decode_job(shard: str, cache_dir: str, fraction: float) -> int:
     """Process-pool entry point (top level so it pickles): decode one shard, return frame count."""
     return int(write_checkpoint_cache(shard, cache_dir, fraction)["num_frames"])
+
+
+class DamagedShard(UsageError):
+    """A downloaded shard that cannot be decoded: the message names it and how to fetch it again."""
+
+
+def _refetch_hint(err: TFRecordError, game: str, run: int, checkpoint: int, kept: Path | None) -> DamagedShard:
+    keep = f"; the cache {kept} made from the earlier copy is kept" if kept else ""
+    return DamagedShard(
+        f"{err}: the shard is damaged; fetch it again (a copy that fails the run's lock file is replaced): "
+        f"offline_gitd fetch rlu-atari --game {game} --run {run} --checkpoints {checkpoint}{keep}"
+    )
 
 
 def build_rlu_cache(
@@ -230,13 +334,19 @@ def build_rlu_cache(
     root = data_root(data_dir)
     raw = rlu_raw_dir(root, LAYOUT, game)
     targets = [rlu_cache_dir(root, game, run, c) for c in checkpoints]
-    todo = []
+    todo, checkpoint_of = [], {}
     for checkpoint, target in zip(checkpoints, targets, strict=True):
         shard = find_shard(raw, run, checkpoint)
-        if not cache_is_valid(target, shard, fraction):
-            if target.exists():
-                shutil.rmtree(target)  # stale format, another shard or too small: rebuild it
+        reason = _stale_reason(target, shard, fraction)
+        if reason is not None:
+            # the old cache stays until its successor is whole: a bad shard then costs nothing
+            if reason not in ("absent", "another format", "smaller fraction", "another shard"):
+                print(
+                    f"offline_gitd: warning: cache {target} is damaged ({reason}); decoding {shard} again",
+                    file=sys.stderr,
+                )
             todo.append((str(shard), str(target), fraction))
+            checkpoint_of[str(shard)] = checkpoint
     if not todo:
         return targets
     from tqdm import tqdm
@@ -251,10 +361,15 @@ def build_rlu_cache(
             pool = stack.enter_context(ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")))
             futures = [pool.submit(_decode_job, *job) for job in todo]
             counts = (future.result() for future in as_completed(futures))
-        for count in counts:
-            frames += count
-            bar.update()
-            bar.set_postfix(frames_per_s=f"{frames / (time.perf_counter() - started):,.0f}")
+        try:
+            for count in counts:
+                frames += count
+                bar.update()
+                bar.set_postfix(frames_per_s=f"{frames / (time.perf_counter() - started):,.0f}")
+        except TFRecordError as err:
+            checkpoint = checkpoint_of.get(err.path, -1)
+            target = rlu_cache_dir(root, game, run, checkpoint)
+            raise _refetch_hint(err, game, run, checkpoint, target if target.exists() else None) from None
     return targets
 
 

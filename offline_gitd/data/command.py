@@ -76,6 +76,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="first back-off in seconds, doubled per retry up to 60 (default 1)",
     )
     rlu.add_argument("--timeout", type=float, default=60.0, help="socket timeout, s (default 60)")
+    rlu.add_argument(
+        "--min-rate",
+        type=float,
+        default=1024.0,
+        help="abandon an attempt slower than this many bytes/s over a minute, keeping its bytes (default 1024)",
+    )
+    rlu.add_argument(
+        "--deadline", type=float, default=None, help="give up on a shard after this many s (default: none)"
+    )
     rlu.set_defaults(func=_fetch_rlu_atari)
 
     minari_parser = sources.add_parser(
@@ -120,6 +129,8 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
     check_range("--retry-delay", args.retry_delay, 0)
     check_range("--timeout", args.timeout, MIN_TIMEOUT, why="seconds")
     require_dir_target(data_root(args.data_dir), "--data-dir")
+    if args.min_rate < 0 or (args.deadline is not None and args.deadline <= 0):
+        raise UsageError("--min-rate must be >= 0 and --deadline > 0")
     summary = fetch_rlu_atari(
         load_rlu_registry(),
         data_root(args.data_dir),
@@ -134,6 +145,8 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
             base_delay=args.retry_delay,
             max_delay=max(60.0, args.retry_delay),
             timeout=args.timeout,
+            min_rate=args.min_rate,
+            deadline=args.deadline,
         ),
     )
     print("\n".join(summary_lines(summary)))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fcntl
 import hashlib
 import http.client
 import json
@@ -27,8 +28,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -62,6 +64,11 @@ class RetryPolicy:
     base_delay: float = 1.0
     max_delay: float = 60.0
     timeout: float = 60.0
+    # A server that trickles bytes never hits the socket timeout: below ``min_rate`` bytes/s over
+    # ``rate_window`` s an attempt is abandoned (its bytes kept) and counts as one without progress.
+    min_rate: float = 1024.0
+    rate_window: float = 60.0
+    deadline: float | None = None  # seconds for one shard, all attempts together (None: no limit)
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
@@ -155,6 +162,10 @@ class _RestartError(Exception):
 
 class _FatalError(Exception):
     """A failure retrying will not fix (404, 403, ...)."""
+
+
+class _TooSlowError(_TransientError):
+    """Bytes arrive, but too slowly to finish: retry, yet do not count the attempt as progress."""
 
 
 # --------------------------------------------------------------------------- pure helpers
@@ -327,11 +338,16 @@ class LockBook:
         self._lock = threading.Lock()
 
     def get(self, name: str) -> LockEntry | None:
+        """The entry as on disk now: another fetch process may have recorded it meanwhile."""
         with self._lock:
+            self.entries.update(read_lock(self.path))
             return self.entries.get(name)
 
     def record(self, entry: LockEntry) -> None:
-        with self._lock:
+        """Add ``entry``, merged with what other processes wrote (read under the file lock).
+        A write that fails (a full disk) is one line and leaves no temp file."""
+        with self._lock, _file_lock(self.path.with_name(f".{self.path.name}.flock")):
+            self.entries.update(read_lock(self.path))
             self.entries[entry.name] = entry
             payload = {
                 "format_version": LOCK_FORMAT_VERSION,
@@ -339,8 +355,36 @@ class LockBook:
                 "shards": [vars(e) for _, e in sorted(self.entries.items())],
             }
             tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, self.path)
+            try:
+                tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+                os.replace(tmp, self.path)
+            except OSError as err:
+                tmp.unlink(missing_ok=True)
+                raise UsageError(
+                    f"cannot write {self.path}: {err.strerror or err}; the verified shards are kept "
+                    "and rerunning the fetch records them once there is room"
+                ) from None
+
+
+@contextmanager
+def _file_lock(path: Path, stop: threading.Event | None = None, poll: float = 0.2) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if needed, never deleted: deleting it would let
+    two processes lock two different files). With ``stop``, waiting gives up when it is set."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise UsageError(f"cannot create the lock file {path}: {err.strerror or err}") from None
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if stop is not None else 0))
+                break
+            except BlockingIOError:
+                if stop.wait(poll):  # type: ignore[union-attr]
+                    raise _FatalError("interrupted while another fetch held this shard") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def read_lock(path: Path) -> dict[str, LockEntry]:
@@ -408,6 +452,10 @@ class _ShardDownload:
         self.known: ServerChecks | None = None
         self.shown_total = 0
         self.shown_done = 0
+        self.started = time.monotonic()
+
+    def past_deadline(self) -> bool:
+        return self.policy.deadline is not None and time.monotonic() - self.started > self.policy.deadline
 
     def _show(self, total: int, done: int) -> None:
         self.progress.add_total(total - self.shown_total)
@@ -440,20 +488,27 @@ class _ShardDownload:
             self.known = self.known or checks
             self._show(checks.size or 0, offset)
             received = 0
+            # read1 returns what has arrived; read(n) would wait for n bytes and lose them on a stall
+            read = getattr(response, "read1", response.read)
+            rate = _RateCheck(self.policy)
             with open(part, "ab" if offset else "wb") as out:
                 while not self.stop.is_set():
                     try:
-                        chunk = response.read(CHUNK_BYTES)
+                        chunk = read(CHUNK_BYTES)
                     except (OSError, http.client.HTTPException) as err:
                         raise _TransientError(f"connection lost after {offset + received} bytes: {err!r}") from err
                     if not chunk:
                         break
                     try:
                         out.write(chunk)
+                        out.flush()  # on disk as it arrives: a resume after any failure keeps it
                     except OSError as err:  # disk full, permissions: retrying will not help
                         raise _FatalError(f"cannot write {part}: {err.strerror}") from err
                     received += len(chunk)
                     self._show(self.shown_total, self.shown_done + len(chunk))
+                    rate.add(len(chunk))
+                    if self.past_deadline():
+                        raise _FatalError(f"not complete within --deadline {self.policy.deadline:g} s")
                 out.flush()
                 os.fsync(out.fileno())
         if self.stop.is_set():
@@ -476,11 +531,34 @@ class _ShardDownload:
                 self._show(self.shown_total, 0)
                 failures, error = failures + 1, f"could not resume: {err}"
             except _TransientError as err:
-                progressed = part.exists() and part.stat().st_size > before
+                progressed = part.exists() and part.stat().st_size > before and not isinstance(err, _TooSlowError)
                 failures, error = (1 if progressed else failures + 1), str(err)
             if failures >= self.policy.attempts:
                 raise _FatalError(f"gave up after {failures} attempts: {error}")
+            if self.past_deadline():
+                raise _FatalError(f"not complete within --deadline {self.policy.deadline:g} s: {error}")
             sleep(self.policy.delay(failures))
+
+
+class _RateCheck:
+    """Bytes per ``rate_window`` seconds of one attempt; too few raises :class:`_TooSlowError`."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.window_start = time.monotonic()
+        self.window_bytes = 0
+
+    def add(self, nbytes: int) -> None:
+        self.window_bytes += nbytes
+        elapsed = time.monotonic() - self.window_start
+        if elapsed < self.policy.rate_window:
+            return
+        rate = self.window_bytes / elapsed
+        if rate < self.policy.min_rate:
+            raise _TooSlowError(
+                f"too slow: {rate:.0f} B/s over {elapsed:.0f} s, below --min-rate {self.policy.min_rate:g} B/s"
+            )
+        self.window_start, self.window_bytes = time.monotonic(), 0
 
 
 def fetch_shard(
@@ -492,7 +570,31 @@ def fetch_shard(
     stop: threading.Event | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> ShardOutcome:
-    """Make ``task.dest`` a verified copy of the shard, downloading only when needed."""
+    """Make ``task.dest`` a verified copy of the shard, downloading only when needed.
+
+    A per-shard file lock keeps two fetches into one data directory off the same ``.part``: the
+    second waits, then finds the shard the first one verified.
+    """
+    stop = stop or threading.Event()
+    task.dest.parent.mkdir(parents=True, exist_ok=True)
+    locks = task.dest.parent / ".fetch-locks"
+    locks.mkdir(exist_ok=True)
+    try:
+        with _file_lock(locks / task.name, stop):
+            return _fetch_shard_locked(task, book, policy, progress, opener, stop, sleep)
+    except _FatalError as err:
+        return ShardOutcome(task.name, "failed", message=str(err))
+
+
+def _fetch_shard_locked(
+    task: ShardTask,
+    book: LockBook,
+    policy: RetryPolicy,
+    progress: Progress,
+    opener: Opener,
+    stop: threading.Event,
+    sleep: Callable[[float], None],
+) -> ShardOutcome:
     lock_name = book.path.name
     repaired = ""
     entry = book.get(task.name)
@@ -508,8 +610,7 @@ def fetch_shard(
         task.dest.unlink()
         repaired = f"local copy did not match {lock_name}, deleted it and downloaded again; "
 
-    task.dest.parent.mkdir(parents=True, exist_ok=True)
-    download = _ShardDownload(task, policy, progress, opener, stop or threading.Event())
+    download = _ShardDownload(task, policy, progress, opener, stop)
     try:
         checks = download.run(sleep)
     except _FatalError as err:

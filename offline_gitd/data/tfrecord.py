@@ -39,6 +39,11 @@ class TFRecordError(ValueError):
         super().__init__(f"{os.fspath(path)}: record {index}: {reason}")
         self.path = os.fspath(path)
         self.index = index
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[TFRecordError], tuple[str, int, str]]:
+        """Rebuild from the constructor's arguments: a decoding worker process sends it back whole."""
+        return type(self), (self.path, self.index, self.reason)
 
 
 def iter_tfrecords(path: str | os.PathLike[str], *, compressed: bool = True) -> Iterator[bytes]:

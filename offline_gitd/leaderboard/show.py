@@ -79,6 +79,28 @@ def records(summaries: Sequence[MethodSummary]) -> list[dict[str, object]]:
     return out
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP "CSV injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: object) -> object:
+    """A text cell that a spreadsheet would run as a formula gets a leading ``'`` (shown as text,
+    the formula is not evaluated); numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def markdown_safe(text: str) -> str:
+    """One table cell: ``|`` escaped and line breaks as spaces, so a name cannot add columns or rows."""
+    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").splitlines())
+
+
+def text_safe(text: str) -> str:
+    """One line of the text table: control characters shown escaped rather than obeyed."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
+
+
 def _cell(value: object) -> str:
     return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
@@ -98,7 +120,7 @@ def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=HEADER, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({name: csv_safe(value) for name, value in row.items()} for row in rows)
         return buffer.getvalue().rstrip("\n")
     titles = ("method", f"IQM final ({how})", "IQM AUC rel. baseline", f"P(> {baseline})", "envs", "seeds")
     lines = [
@@ -114,8 +136,9 @@ def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str
     ]
     if fmt == "markdown":
         out = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
-        out += ["| " + " | ".join(line) + " |" for line in lines]
+        out += ["| " + " | ".join(markdown_safe(text) for text in line) + " |" for line in lines]
         return "\n".join(out)
+    lines = [tuple(text_safe(text) for text in line) for line in lines]
     widths = [max(len(text) for text in column) for column in zip(titles, *lines)]
     return "\n".join(
         "  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [titles, *lines]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import fcntl
+import glob
 import io
 import os
 import tempfile
@@ -159,6 +160,13 @@ def replace_atomically(path: Path, content: bytes) -> None:
         os.close(directory)
 
 
+def remove_stale_temp_files(board: Path) -> None:
+    """Temp files of submits killed before their rename. Call under :func:`board_lock`: only its
+    holder writes one, so any other is stale."""
+    for temp in board.parent.glob(f".{glob.escape(board.name)}.*.tmp"):
+        temp.unlink(missing_ok=True)
+
+
 def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
@@ -180,6 +188,7 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
     if board.exists():
         read_rows(board)  # a board that is no CSV of results is refused before its lock file is made
     with board_lock(board):
+        remove_stale_temp_files(board)
         exists = board.exists()
         board_rows = [Located(board, line, row) for line, row in read_rows(board)] if exists else []
         if skip_existing:

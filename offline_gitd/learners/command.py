@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
@@ -42,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
+    from offline_gitd.learners.integrity import resume_hint
     from offline_gitd.learners.offline import resume_config, train
     from offline_gitd.output_paths import require_dir_if_present, require_dir_target
 
@@ -55,13 +57,14 @@ def _train(args: argparse.Namespace) -> int:
         cfg = resume_config(Path(given["out"]), given)
     else:
         cfg = from_namespace(OfflineConfig, args)
-    run_dir = train(
-        cfg,
-        resume=args.resume,
-        progress=args.progress,
-        overwrite=args.overwrite,
-        command_line=getattr(args, "argv", None),
-    )
+    with resume_hint(f"offline_gitd train --out {shlex.quote(str(cfg.out))} --resume"):
+        run_dir = train(
+            cfg,
+            resume=args.resume,
+            progress=args.progress,
+            overwrite=args.overwrite,
+            command_line=getattr(args, "argv", None),
+        )
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "results.csv", "checkpoints"):
         print(f"  {run_dir / name}")

@@ -9,12 +9,13 @@ keeping its first ``fraction`` of episodes; evaluation runs on ``recover_environ
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
-from offline_gitd.data.paths import data_dir_flag, data_root, rlu_raw_dir, use_minari_root
+from offline_gitd.data.paths import data_dir_flag, data_root, minari_datasets_dir, rlu_raw_dir, use_minari_root
 from offline_gitd.data.registry import MinariId, RluAtariId, format_checkpoints, load_rlu_registry, parse_dataset_id
 from offline_gitd.data.replay import Replay
 from offline_gitd.envs.make import describe_spaces, make_env
@@ -84,10 +85,22 @@ def _load_minari(dataset_id: str, data_dir: str | None = None) -> Any:
             return minari.load_dataset(dataset_id)
     except (FileNotFoundError, ValueError) as err:
         missing = str(err).splitlines()[0]
+    except (OSError, KeyError) as err:  # h5py: a truncated or altered HDF5 file
+        raise damaged_minari(dataset_id, root, err) from None
     raise UsageError(
         f"no local Minari dataset {dataset_id!r} ({missing}); "
         f"get it with: offline_gitd fetch minari {dataset_id}{data_dir_flag(data_dir)}  (or make one: "
         f"offline_gitd collect ENV_ID --steps N --out {dataset_id}{data_dir_flag(data_dir)})"
+    )
+
+
+def damaged_minari(dataset_id: str, root: Path, err: BaseException) -> UsageError:
+    """One line for an unreadable Minari HDF5 file: which dataset, where, and how to replace it
+    (``fetch minari`` keeps a folder that exists, so it has to go first)."""
+    reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return UsageError(
+        f"Minari dataset {dataset_id!r} is damaged ({reason}); delete {root / dataset_id} and fetch it again: "
+        f"offline_gitd fetch minari {dataset_id}  (or record it again: offline_gitd collect ... --overwrite)"
     )
 
 
@@ -106,7 +119,10 @@ def _open_minari(cfg: OfflineConfig, parsed: MinariId) -> OfflineData:
     spaces = describe_spaces(_minari_env(dataset, **env_kwargs))
     episodes = dataset.episode_indices
     keep = max(1, math.ceil(cfg.fraction * len(episodes) - 1e-9))
-    store = minari_store(dataset, episodes[:keep])
+    try:
+        store = minari_store(dataset, episodes[:keep])
+    except (OSError, KeyError) as err:  # h5py reads episodes lazily: damage may show only here
+        raise damaged_minari(parsed.dataset_id, minari_datasets_dir(cfg.data_dir), err) from None
     replay = Replay(store, n_step=cfg.n_step, gamma=cfg.gamma)
 
     def make_eval_env(seed: int) -> Any:

@@ -119,9 +119,9 @@ def run_offline(
     provenance = open_run_dir(run_dir, record, made_by, resume, overwrite)
     algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
     checkpoints = Checkpoints(run_dir)
-    start_epoch = checkpoints.latest() or 0
-    if resume and start_epoch:
-        state = checkpoints.restore(start_epoch, state)
+    start_epoch = 0
+    if resume:
+        start_epoch, state, _ = checkpoints.restore_newest_intact(state)
     metrics_log = CsvLog(run_dir / METRICS_FILE)
     results_log = CsvLog(run_dir / RESULTS_FILE, RESULT_COLUMNS)
     for log in (metrics_log, results_log):
@@ -152,7 +152,7 @@ def run_offline(
             loss = np.asarray(aux["loss"])  # [count, seeds]: the one host read per chunk
             if not np.all(np.isfinite(loss)):
                 step_index, seed_index = np.argwhere(~np.isfinite(loss))[0]
-                kept = checkpoints.latest()
+                kept = checkpoints.newest_intact()
                 where = f"{checkpoints.path(kept)} (epoch {kept})" if kept else "none (no epoch finished)"
                 raise TrainingDiverged(
                     f"loss became {loss[step_index, seed_index]} at gradient step "

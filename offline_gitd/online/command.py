@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
@@ -115,6 +116,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
+    from offline_gitd.learners.integrity import resume_hint
     from offline_gitd.online.train import resume_config, train
     from offline_gitd.output_paths import require_dir_target
 
@@ -134,13 +136,14 @@ def _online(args: argparse.Namespace) -> int:
             raise ConfigError(f"{given['out']} is an online {cfg.algo} run: resume it with online {cfg.algo}")
     else:
         cfg = from_namespace(OnlineConfig, args)
-    run_dir = train(
-        cfg,
-        resume=args.resume,
-        progress=args.progress,
-        overwrite=args.overwrite,
-        command_line=getattr(args, "argv", None),
-    )
+    with resume_hint(f"offline_gitd online {cfg.algo} --out {shlex.quote(str(cfg.out))} --resume"):
+        run_dir = train(
+            cfg,
+            resume=args.resume,
+            progress=args.progress,
+            overwrite=args.overwrite,
+            command_line=getattr(args, "argv", None),
+        )
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "episodes.csv", "results.csv", "checkpoints"):
         print(f"  {run_dir / name}")

@@ -19,8 +19,6 @@ exploration keys are ``fold_in(PRNGKey(seed), env_step)``, a function of the ste
 
 from __future__ import annotations
 
-import os
-import pickle
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -40,6 +38,7 @@ from offline_gitd.data.replay import EpisodeStore
 from offline_gitd.envs.make import make_env
 from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
 from offline_gitd.learners.family import Family
+from offline_gitd.learners.integrity import deferred_interrupt, read_sealed_pickle, write_sealed_pickle
 from offline_gitd.learners.provenance import collect as collect_provenance
 from offline_gitd.learners.run import TrainingDiverged, _flatten_metrics, stack_seeds
 from offline_gitd.learners.rundir import (
@@ -219,12 +218,11 @@ class OnlineRun:
         return self.run_dir / HOST_STATE / f"{step}.pkl"
 
     def start(self, resume: bool) -> int:
-        """Fresh slots, or the latest checkpoint's; returns the env steps already done."""
-        step = (self.checkpoints.latest() or 0) if resume else 0
+        """Fresh slots, or the newest intact checkpoint's; returns the env steps already done."""
+        step = 0
+        if resume:
+            step, self.state, host = self.checkpoints.restore_newest_intact(self.state, self._read_host_state)
         if step:
-            self.state = self.checkpoints.restore(step, self.state)
-            with self._host_path(step).open("rb") as f:
-                host = pickle.load(f)
             self.updates = host["updates"]
             for saved in host["slots"]:
                 obs = saved.pop("obs")
@@ -240,22 +238,22 @@ class OnlineRun:
                 self.slots.append(slot)
         return step
 
+    def _read_host_state(self, step: int) -> dict[str, Any]:
+        return read_sealed_pickle(self._host_path(step))
+
     def save(self, step: int) -> None:
-        """Host pickle first, then orbax, then older pickles: a crash anywhere leaves a pair."""
+        """Host pickle (sealed: verified on write), then orbax (sealed by its digest), then the
+        pickles older than the previous checkpoint's: a crash or Ctrl-C anywhere leaves the
+        newest pair or the one before it intact, and resume falls back to that one if needed."""
         path = self._host_path(step)
         path.parent.mkdir(exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("wb") as f:
-            pickle.dump(
-                {"updates": self.updates, "slots": [s.host_state() for s in self.slots]},
-                f,
-                protocol=pickle.HIGHEST_PROTOCOL,
-            )
-        os.replace(tmp, path)
-        self.checkpoints.save(step, self.state)
-        for old in path.parent.glob("*.pkl"):
-            if old != path:
-                old.unlink()
+        with deferred_interrupt():
+            write_sealed_pickle(path, {"updates": self.updates, "slots": [s.host_state() for s in self.slots]})
+            self.checkpoints.save(step, self.state)
+            kept = sorted((int(p.stem) for p in path.parent.glob("*.pkl") if p.stem.isdigit()), reverse=True)[:2]
+            for old in path.parent.glob("*.pkl"):
+                if not old.stem.isdigit() or int(old.stem) not in kept:
+                    old.unlink()
 
     # -- one env step --------------------------------------------------------------------------
 
@@ -318,7 +316,7 @@ class OnlineRun:
         loss = np.asarray(aux["loss"])
         if not np.all(np.isfinite(loss)):
             update, seed_index = np.argwhere(~np.isfinite(loss))[0]
-            kept = self.checkpoints.latest()
+            kept = self.checkpoints.newest_intact()
             where = f"{self.checkpoints.path(kept)} (env step {kept})" if kept else "none (no checkpoint yet)"
             raise TrainingDiverged(
                 f"loss became {loss[update, seed_index]} at env step {step}, update {self.updates + update + 1} "
