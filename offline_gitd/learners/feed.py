@@ -167,3 +167,8 @@ class ChunkFeed:
     def chunks(self, rngs: list[np.random.Generator], counts: Iterable[int], depth: int = 1) -> Iterator[Any]:
         """:meth:`chunk` for each count, prepared ahead on a background thread."""
         return prefetch((self.chunk(rngs, count) for count in counts), depth)
+
+    def epoch(self, rngs: list[np.random.Generator], steps: int, per_call: int) -> Iterator[tuple[int, Any]]:
+        """``(count, chunk)`` for ``steps`` updates in chunks of at most ``per_call``, prefetched."""
+        counts = [min(per_call, steps - done) for done in range(0, steps, per_call)]
+        return zip(counts, self.chunks(rngs, counts), strict=True)
