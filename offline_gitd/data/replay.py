@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import cv2
 import numpy as np
 
 from offline_gitd.batch import Batch, FrameRefs
@@ -491,6 +490,10 @@ class Replay:
         frames = obs[np.where(inside, window, rows[:, None])]
         frames[~inside] = 0
         # Channels-last interleaving: cv2.merge is ~10x faster than a numpy transpose copy here.
+        # Imported here: frame references (sample_refs_chunk) never need it, so a GPU host
+        # training from frames on the device runs without OpenCV.
+        import cv2
+
         batch, _, height, width = frames.shape
         planes = [frames[:, s].reshape(batch * height, width) for s in range(self.stack)]
         return cv2.merge(planes).reshape(batch, height, width, self.stack)

@@ -149,8 +149,8 @@ class ChunkFeed:
             per_seed = [self.replay.sample_chunk(self.batch_size, count, rng) for rng in rngs]
             batches = Batch(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True)))
             if self.driver == "loop":
-                return [jax.device_put(Batch(*(field[i] for field in batches))) for i in range(count)]
-            return jax.device_put(batches)
+                return [Batch(*(field[i] for field in batches)) for i in range(count)]
+            return batches
         per_seed = [self.replay.sample_refs_chunk(self.batch_size, count, rng) for rng in rngs]
         if self.placement == "device":
             pool = self._pool
@@ -160,9 +160,9 @@ class ChunkFeed:
             per_seed = [
                 gather_frame_pool(self.replay.store.obs, refs, out=pool[i])[1] for i, refs in enumerate(per_seed)
             ]
+            pool = jax.device_put(pool)  # the one large transfer, started here on the feed's thread
         refs = FrameRefs(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True)))
-        refs = refs._replace(frames=refs.frames.astype(np.int32))
-        return FrameChunk(jax.device_put(pool), jax.device_put(refs))
+        return FrameChunk(pool, refs._replace(frames=refs.frames.astype(np.int32)))
 
     def chunks(self, rngs: list[np.random.Generator], counts: Iterable[int], depth: int = 1) -> Iterator[Any]:
         """:meth:`chunk` for each count, prepared ahead on a background thread."""
