@@ -65,7 +65,7 @@ def recording_step(state, batch):
 def test_feed_gives_each_seed_its_own_sample_chunk(episodes, driver, frames):
     store = segmented(store_from_arrays(episodes))
     replay = Replay(store, stack=4, n_step=3, gamma=GAMMA)
-    feed = ChunkFeed(replay, batch_size=4, driver=driver, frames=frames)
+    feed = ChunkFeed(replay, batch_size=4, driver=driver, frames=frames, workers=4)  # host: 2 parts per seed
     assert feed.placement == frames
     run = feed.runner(recording_step)
     seeds = [0, 1, 2]

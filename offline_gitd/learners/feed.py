@@ -24,6 +24,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import jax
@@ -122,15 +123,20 @@ class ChunkFeed:
 
     ``frames`` (``auto``/``device``/``host``) says where frame stores are gathered; it is ignored
     for vector data. :meth:`chunks` yields what ``runner`` takes, in the order of ``counts``.
+    ``workers``: threads gathering host frame pools (default: the cores, at most 8).
     """
 
-    def __init__(self, replay: Any, batch_size: int, driver: str, frames: str = "auto") -> None:
+    def __init__(
+        self, replay: Any, batch_size: int, driver: str, frames: str = "auto", workers: int | None = None
+    ) -> None:
         self.replay = replay
         self.batch_size = batch_size
         self.driver = driver
         self.is_frames = isinstance(replay, Replay) and replay.store.is_frames
         self.placement = None
         self._pool: jax.Array | None = None
+        self._workers = workers or min(8, os.cpu_count() or 1)
+        self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="gather")
         if self.is_frames:
             obs = replay.store.obs
             self.placement = choose_frames(frames, int(np.prod(obs.shape)) * obs.dtype.itemsize)
@@ -155,14 +161,36 @@ class ChunkFeed:
         if self.placement == "device":
             pool = self._pool
         else:
-            window = per_seed[0].frames.size
-            pool = np.empty((len(rngs), window, *self.replay.store.obs.shape[1:]), np.uint8)
-            per_seed = [
-                gather_frame_pool(self.replay.store.obs, refs, out=pool[i])[1] for i, refs in enumerate(per_seed)
-            ]
+            pool, per_seed = self._gather_pools(per_seed)
             pool = jax.device_put(pool)  # the one large transfer, started here on the feed's thread
         refs = FrameRefs(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True)))
         return FrameChunk(pool, refs._replace(frames=refs.frames.astype(np.int32)))
+
+    def _gather_pools(self, per_seed: list[FrameRefs]) -> tuple[np.ndarray, list[FrameRefs]]:
+        """Every seed's frame pool [seeds, count * B * window, H, W], gathered by parallel tasks.
+
+        Each task copies a contiguous run of updates of one seed into its own slice of the pool
+        (numpy releases the GIL while it copies), so a many-core host gathers a chunk in a
+        fraction of one core's time; the references are shifted to their slice.
+        """
+        obs = self.replay.store.obs
+        count, batch, window = per_seed[0].frames.shape
+        pool = np.empty((len(per_seed), count * batch * window, *obs.shape[1:]), obs.dtype)
+        parts = min(count, -(-self._workers // len(per_seed)))
+        bounds = np.linspace(0, count, parts + 1).astype(int)
+
+        def gather(seed: int, low: int, high: int) -> FrameRefs:
+            refs = FrameRefs(*(field[low:high] for field in per_seed[seed]))
+            first = low * batch * window
+            _, local = gather_frame_pool(obs, refs, out=pool[seed, first : high * batch * window])
+            return local._replace(frames=local.frames + first)
+
+        tasks = [(seed, low, high) for seed in range(len(per_seed)) for low, high in zip(bounds[:-1], bounds[1:])]
+        gathered = list(self._executor.map(lambda task: gather(*task), tasks))
+        return pool, [
+            FrameRefs(*(np.concatenate(fields) for fields in zip(*gathered[seed * parts : (seed + 1) * parts])))
+            for seed in range(len(per_seed))
+        ]
 
     def chunks(self, rngs: list[np.random.Generator], counts: Iterable[int], depth: int = 1) -> Iterator[Any]:
         """:meth:`chunk` for each count, prepared ahead on a background thread."""
