@@ -124,3 +124,11 @@ def test_prefetch_keeps_order_raises_and_stops():
     assert next(items) == 0
     items.close()  # joins the producer: it must notice and stop
     assert len(produced) <= 3
+
+
+def test_frame_placement_is_not_part_of_the_method():
+    """Where frames are gathered changes speed, not batches, so runs share their config hash."""
+    from offline_gitd.learners.config import OfflineConfig
+
+    device = OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="device")
+    assert device.config_hash() == OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="host").config_hash()
