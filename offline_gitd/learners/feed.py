@@ -186,7 +186,9 @@ class ChunkFeed:
             return local._replace(frames=local.frames + first)
 
         tasks = [(seed, low, high) for seed in range(len(per_seed)) for low, high in zip(bounds[:-1], bounds[1:])]
-        gathered = list(self._executor.map(lambda task: gather(*task), tasks))
+        # the calling thread takes the first task itself: no hand-off when there is only one
+        pending = [self._executor.submit(gather, *task) for task in tasks[1:]]
+        gathered = [gather(*tasks[0]), *(future.result() for future in pending)]
         return pool, [
             FrameRefs(*(np.concatenate(fields) for fields in zip(*gathered[seed * parts : (seed + 1) * parts])))
             for seed in range(len(per_seed))
