@@ -5,8 +5,9 @@ anyway for n-step returns), so critics never see gamma, n or the terminal flag s
 truncated episode keeps a non-zero discount (it bootstraps), a terminal one has discount 0.
 """
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -27,3 +28,47 @@ class Batch(NamedTuple):
     discount: np.ndarray
     next_obs: np.ndarray
     weight: np.ndarray
+
+
+class FrameRefs(NamedTuple):
+    """A frame batch as references into a frame pool; the compiled step builds the stacks.
+
+    Sample i's observation stack is pool rows ``frames[i, 0:stack]`` and its next observation's
+    is ``frames[i, m:m + stack]`` with ``m = next_offset[i]`` (the n-step transition advanced ``m``
+    rows, ``0 <= m <= n``), so each sample names ``stack + n`` frames once instead of ``2 stack``.
+    The first ``pad[i]`` window positions lie before the episode's first frame and read as zeros,
+    as :meth:`~offline_gitd.data.replay.Replay.observations` stacks them. The pool is either the
+    whole frame store kept on the device or the frames of one chunk gathered on the host.
+
+    frames:       int32 [B, stack + n]: pool row of each window position (oldest first).
+    pad:          int32 [B]: leading window positions that are zero frames.
+    next_offset:  int32 [B]: m above.
+    action, reward, discount, weight: as in :class:`Batch`.
+    """
+
+    frames: np.ndarray
+    pad: np.ndarray
+    next_offset: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    discount: np.ndarray
+    weight: np.ndarray
+
+
+def expand_frame_refs(pool: Any, refs: FrameRefs, stack: int) -> Batch:
+    """The :class:`Batch` that ``refs`` describe, built from ``pool`` (uint8 [P, H, W]) inside a
+    compiled step: one gather of ``stack + n`` frames per sample, channels-last stacks."""
+    window = refs.frames.shape[-1]
+    frames = jnp.take(pool, refs.frames, axis=0, mode="clip")  # [B, window, H, W]
+    inside = jnp.arange(window) >= refs.pad[:, None]
+    frames = jnp.where(inside[:, :, None, None], frames, jnp.zeros((), frames.dtype))
+    positions = refs.next_offset[:, None] + jnp.arange(stack)  # [B, stack]
+    next_frames = jnp.take_along_axis(frames, positions[:, :, None, None], axis=1)
+    return Batch(
+        obs=jnp.moveaxis(frames[:, :stack], 1, -1),
+        action=refs.action,
+        reward=refs.reward,
+        discount=refs.discount,
+        next_obs=jnp.moveaxis(next_frames, 1, -1),
+        weight=refs.weight,
+    )

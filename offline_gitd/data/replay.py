@@ -24,10 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import cv2
 import numpy as np
 
-from offline_gitd.batch import Batch
+from offline_gitd.batch import Batch, FrameRefs
 from offline_gitd.data.sumtree import SumTree
 
 
@@ -400,6 +399,45 @@ class Replay:
         rows, _ = self.sample_rows(batch_size * count, rng)
         return Batch(*(field.reshape(count, batch_size, *field.shape[1:]) for field in self.batch_at(rows)))
 
+    def sample_refs_chunk(self, batch_size: int, count: int, rng: np.random.Generator) -> FrameRefs:
+        """The batches :meth:`sample_chunk` would draw on ``rng``, as :class:`FrameRefs` into the
+        frame store itself (``frames`` are store rows, int64), fields ``[count, batch_size, ...]``.
+
+        Only index arithmetic runs here; the frames are gathered later, on the device from a
+        resident copy of the store or on the host by :func:`gather_frame_pool`. Each sample
+        names ``stack + n_step`` frames (5 for Atari's stack of 4 and 1-step returns) where a
+        :class:`Batch` copies ``2 stack``.
+        """
+        if not self.store.is_frames:
+            raise TypeError("frame references need a store of image frames")
+        if self._tree is not None:
+            drawn = [self.sample_rows(batch_size, rng) for _ in range(count)]
+            rows = np.concatenate([r for r, _ in drawn])
+            weights = np.concatenate([w for _, w in drawn])
+        else:
+            rows, weights = self.sample_rows(batch_size * count, rng)
+        refs = self.frame_refs_at(rows, weights)
+        return FrameRefs(*(field.reshape(count, batch_size, *field.shape[1:]) for field in refs))
+
+    def frame_refs_at(self, rows: np.ndarray, weights: np.ndarray | None = None) -> FrameRefs:
+        """:meth:`batch_at` as :class:`FrameRefs` into the store (see :meth:`sample_refs_chunk`)."""
+        rows = np.asarray(rows, np.int64)
+        starts, ends = self.store.locate(rows)
+        reward, discount, next_rows = self.n_step_targets(rows)
+        actions = self.store.actions[rows].astype(np.int32)
+        window = rows[:, None] + np.arange(1 - self.stack, self.n_step + 1)
+        # Positions past the next observation are never read; clipping keeps them in the episode.
+        frames = np.clip(window, starts[:, None], ends[:, None] - 1)
+        return FrameRefs(
+            frames=frames,
+            pad=np.maximum(0, starts - window[:, 0]).astype(np.int32),
+            next_offset=(next_rows - rows).astype(np.int32),
+            action=actions,
+            reward=reward,
+            discount=discount,
+            weight=np.ones(len(rows), np.float32) if weights is None else weights,
+        )
+
     def sample_with_rows(self, batch_size: int, rng: np.random.Generator | int | None) -> tuple[Batch, np.ndarray]:
         """A batch and the rows it came from (to pass back to :meth:`update_priorities`)."""
         rows, weights = self.sample_rows(batch_size, rng)
@@ -452,6 +490,10 @@ class Replay:
         frames = obs[np.where(inside, window, rows[:, None])]
         frames[~inside] = 0
         # Channels-last interleaving: cv2.merge is ~10x faster than a numpy transpose copy here.
+        # Imported here: frame references (sample_refs_chunk) never need it, so a GPU host
+        # training from frames on the device runs without OpenCV.
+        import cv2
+
         batch, _, height, width = frames.shape
         planes = [frames[:, s].reshape(batch * height, width) for s in range(self.stack)]
         return cv2.merge(planes).reshape(batch, height, width, self.stack)
@@ -473,3 +515,29 @@ class Replay:
             next_obs=both[len(rows) :],
             weight=np.ones(len(rows), np.float32) if weights is None else weights,
         )
+
+
+def gather_frame_pool(
+    obs: np.ndarray | SegmentedRows, refs: FrameRefs, out: np.ndarray | None = None
+) -> tuple[np.ndarray, FrameRefs]:
+    """The frames ``refs`` (store rows) name, copied once into a pool, and ``refs`` into that pool.
+
+    The pool has one slot per window position (``refs.frames.size`` frames: a fixed shape, so a
+    compiled step never recompiles) filled in ascending row order: one ``np.take`` per store
+    segment straight into the pool, no intermediate copy, and reads that walk each memory map
+    forwards. This is the host path for stores too large to keep on the device. ``out``, if
+    given, receives the pool (e.g. one seed's slice of all seeds' pools).
+    """
+    flat = refs.frames.ravel()
+    order = np.argsort(flat, kind="stable")
+    rows = flat[order]
+    pool = np.empty((len(rows), *obs.shape[1:]), obs.dtype) if out is None else out
+    segments = obs.segments if isinstance(obs, SegmentedRows) else [obs]
+    offsets = obs.offsets if isinstance(obs, SegmentedRows) else np.array([0, len(obs)])
+    bounds = np.searchsorted(rows, offsets)
+    for segment, offset, low, high in zip(segments, offsets, bounds[:-1], bounds[1:], strict=False):
+        if high > low:
+            np.take(segment, rows[low:high] - offset, axis=0, out=pool[low:high], mode="clip")
+    slots = np.empty(len(flat), np.int32)
+    slots[order] = np.arange(len(flat), dtype=np.int32)
+    return pool, refs._replace(frames=slots.reshape(refs.frames.shape))

@@ -17,6 +17,7 @@ from offline_gitd.config_cli import check_common_ranges, describe_overrides, opt
 from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import DRIVERS
+from offline_gitd.learners.feed import FRAME_PLACEMENTS
 from offline_gitd.networks import HEAD_LAYOUTS, TORSOS
 
 # REFERENCE "Hyperparameters". Atari offline: the CQL table; gym: the offline Gym ablation
@@ -111,6 +112,12 @@ class OfflineConfig:
     seeds: str = option("0", "seeds, e.g. 0-4: all seeds train in one compiled program")
     driver: str = option("auto", "update driver: scan (lax.scan), loop (jitted step), auto", choices=DRIVERS)
     updates_per_call: int = option(250, "updates per compiled call (scan) / per host read of metrics")
+    frames: str = option(
+        "auto",
+        "where Atari frames are gathered: device (store copied there once), host (per chunk), "
+        "auto (device when the store takes at most half its free memory); results are identical",
+        choices=FRAME_PLACEMENTS,
+    )
     data_dir: str | None = option(None, "data root (default $OFFLINE_GITD_DATA or the user cache dir)")
 
     @property
@@ -195,6 +202,6 @@ class OfflineConfig:
         identity = {
             k: v
             for k, v in self.to_dict().items()
-            if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call", "epochs")
+            if k not in ("seeds", "out", "data_dir", "driver", "updates_per_call", "epochs", "frames")
         }
         return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]

@@ -9,17 +9,38 @@
 
 Both take states and batches with a leading seed axis and return the new state and the chunk's
 metrics stacked over steps ([M, seeds, ...]), read by the host once per chunk.
+
+Frame data can instead arrive as a :class:`FrameChunk`: a pool of frames plus
+:class:`~offline_gitd.batch.FrameRefs` into it, from which the compiled step builds its frame
+stacks (issue 15: each sample's distinct frames move once, or never when the pool is the whole
+store kept on the device).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from offline_gitd.batch import FrameRefs, expand_frame_refs
+
 DRIVERS = ("auto", "scan", "loop")
+
+
+class FrameChunk(NamedTuple):
+    """M updates' frame batches for every seed, as references into a pool of frames.
+
+    pool: uint8 [P, H, W] shared by every seed (the store kept on the device) or [seeds, P, H, W]
+        (each seed's frames of this chunk, gathered on the host).
+    refs: :class:`~offline_gitd.batch.FrameRefs` with leaves [M, seeds, B, ...].
+    """
+
+    pool: Any
+    refs: FrameRefs
+
+
 Step = Callable[[Any, Any], tuple[Any, dict[str, Any]]]
 
 
@@ -47,6 +68,42 @@ def make_chunk_runner(step: Step, driver: str) -> Callable[[Any, Any], tuple[Any
             metrics = []
             for batch in batches:
                 state, aux = jitted(state, batch)
+                metrics.append(aux)
+            return state, jax.tree.map(lambda *xs: jnp.stack(xs), *metrics)
+
+        return run
+    raise ValueError(f"unknown driver {driver!r}; choose one of {', '.join(DRIVERS)}")
+
+
+def make_frame_chunk_runner(
+    step: Step, driver: str, stack: int, shared_pool: bool
+) -> Callable[[Any, FrameChunk], tuple[Any, dict[str, Any]]]:
+    """:func:`make_chunk_runner` for :class:`FrameChunk` input: every update first builds its
+    :class:`~offline_gitd.batch.Batch` from the pool inside the compiled step.
+
+    ``shared_pool``: one pool for all seeds (not vmapped) rather than one per seed. The
+    references are small host arrays: the compiled call takes them as arguments, which costs less
+    than a ``device_put`` per field (the ``loop`` driver passes each update its own slice).
+    """
+
+    def frame_step(state: Any, pool: Any, refs: FrameRefs) -> tuple[Any, dict[str, Any]]:
+        return step(state, expand_frame_refs(pool, refs, stack))
+
+    seeded_step = jax.vmap(frame_step, in_axes=(0, None if shared_pool else 0, 0))
+    if driver == "scan":
+
+        def scanned(state: Any, pool: Any, refs: FrameRefs) -> tuple[Any, dict[str, Any]]:
+            return jax.lax.scan(lambda carry, refs_t: seeded_step(carry, pool, refs_t), state, refs)
+
+        jitted_chunk = jax.jit(scanned, donate_argnums=0)
+        return lambda state, chunk: jitted_chunk(state, chunk.pool, chunk.refs)
+    if driver == "loop":
+        jitted = jax.jit(seeded_step, donate_argnums=0)
+
+        def run(state: Any, chunk: FrameChunk) -> tuple[Any, dict[str, Any]]:
+            metrics = []
+            for t in range(len(chunk.refs.pad)):
+                state, aux = jitted(state, chunk.pool, FrameRefs(*(field[t] for field in chunk.refs)))
                 metrics.append(aux)
             return state, jax.tree.map(lambda *xs: jnp.stack(xs), *metrics)
 

@@ -98,9 +98,9 @@ def absolute_paths(cfg: OfflineConfig) -> OfflineConfig:
     return dataclasses.replace(cfg, out=out, data_dir=data_dir)
 
 
-# Where a run is and where its data lives may change on resume (a moved run, another machine);
-# what is learned may not.
-RESUME_FREE = ("out", "data_dir")
+# Where a run is, where its data lives and where its frames are kept may change on resume (a moved
+# run, another machine, another device); what is learned may not.
+RESUME_FREE = ("out", "data_dir", "frames")
 
 
 def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OfflineConfig:

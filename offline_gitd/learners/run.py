@@ -25,8 +25,9 @@ from offline_gitd.batch import Batch
 from offline_gitd.envs.make import SpaceInfo, evaluate_policies
 from offline_gitd.errors import UsageError
 from offline_gitd.learners.config import OfflineConfig
-from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
+from offline_gitd.learners.drivers import choose_driver
 from offline_gitd.learners.family import Family
+from offline_gitd.learners.feed import ChunkFeed
 from offline_gitd.learners.provenance import collect as collect_provenance
 from offline_gitd.learners.rundir import (
     METRICS_FILE,
@@ -62,13 +63,6 @@ class OfflineData:
 def stack_seeds(batches: list[Batch]) -> Batch:
     """Per-seed batches -> one batch with a leading seed axis."""
     return Batch(*(np.stack(field) for field in zip(*batches, strict=True)))
-
-
-def _seed_batches(replay: Any, batch_size: int, rngs: list[np.random.Generator], count: int) -> Batch:
-    """``count`` updates' batches for every seed, fields ``[count, seeds, batch, ...]``: each seed
-    draws its whole chunk from its own stream in one gather."""
-    per_seed = [replay.sample_chunk(batch_size, count, rng) for rng in rngs]
-    return Batch(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True)))
 
 
 def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
@@ -127,8 +121,8 @@ def run_offline(
     for log in (metrics_log, results_log):
         log.drop_after("step", start_epoch * cfg.steps_per_epoch)
 
-    driver = choose_driver(cfg.driver, cfg.torso)
-    run_chunk = make_chunk_runner(family.step, driver)
+    feed = ChunkFeed(data.replay, cfg.batch_size, choose_driver(cfg.driver, cfg.torso), cfg.frames)
+    run_chunk = feed.runner(family.step)
     # acts for every seed at once, each seed's state on that seed's observations [seeds, envs, ...]
     act = jax.jit(jax.vmap(family.act))
     for epoch in range(start_epoch + 1, cfg.epochs + 1):
@@ -143,12 +137,9 @@ def run_offline(
             disable=not progress,
             leave=False,
         )
-        while done < cfg.steps_per_epoch:
-            count = min(cfg.updates_per_call, cfg.steps_per_epoch - done)
-            batches = _seed_batches(data.replay, cfg.batch_size, rngs, count)
-            if driver == "loop":
-                batches = [Batch(*(field[i] for field in batches)) for i in range(count)]
-            state, aux = run_chunk(state, batches)
+        # the next chunk is sampled and sent to the device while this one runs
+        for count, chunk in feed.epoch(rngs, cfg.steps_per_epoch, cfg.updates_per_call):
+            state, aux = run_chunk(state, chunk)
             loss = np.asarray(aux["loss"])  # [count, seeds]: the one host read per chunk
             if not np.all(np.isfinite(loss)):
                 step_index, seed_index = np.argwhere(~np.isfinite(loss))[0]

@@ -1,0 +1,134 @@
+"""The learner's feed (issue 15): frame references expand on the device to exactly the batches
+the replay samples today, wherever the frames live, through both drivers and several seeds."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from offline_gitd.batch import Batch, expand_frame_refs
+from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows, gather_frame_pool
+from offline_gitd.learners.feed import ChunkFeed, choose_frames, prefetch, resident_frames
+from tests.test_replay import GAMMA, make_episodes, store_from_arrays
+
+
+@pytest.fixture(scope="module")
+def episodes():
+    return make_episodes(np.random.default_rng(0))
+
+
+def segmented(store: EpisodeStore, cuts=(5, 6, 19)) -> EpisodeStore:
+    """The same store with its frames split into memory segments (one per RLU checkpoint)."""
+    frames = np.asarray(store.obs)
+    parts = np.split(frames, cuts)
+    return EpisodeStore.from_arrays(
+        SegmentedRows(parts), store.actions, store.rewards, store.terminals, store.episode_starts
+    )
+
+
+def assert_batches_equal(got: Batch, want: Batch) -> None:
+    for name, g, w in zip(Batch._fields, got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w, err_msg=name)
+        assert np.asarray(g).dtype == w.dtype, name
+
+
+@pytest.mark.parametrize("n", [1, 3])
+@pytest.mark.parametrize("stack", [1, 4])
+@pytest.mark.parametrize("prioritized", [False, True])
+@pytest.mark.parametrize("segments", [False, True])
+def test_refs_expand_to_the_sampled_batches(episodes, n, stack, prioritized, segments):
+    """Same generator, same batches: from the store itself (kept on the device) and from a host
+    pool of each sample's distinct frames; stack + n frames per sample instead of 2 stack."""
+    store = store_from_arrays(episodes)
+    store = segmented(store) if segments else store
+    replay = Replay(store, stack=stack, n_step=n, gamma=GAMMA, prioritized=prioritized)
+    want = replay.sample_chunk(8, 5, np.random.default_rng(3))
+    refs = replay.sample_refs_chunk(8, 5, np.random.default_rng(3))
+    assert refs.frames.shape == (5, 8, stack + n)
+    expand = jax.jit(jax.vmap(expand_frame_refs, in_axes=(None, 0, None)), static_argnums=2)
+    resident = resident_frames(store.obs, block_rows=7)
+    np.testing.assert_array_equal(np.asarray(resident), np.asarray(store.obs[np.arange(store.num_rows)]))
+    assert_batches_equal(expand(resident, refs, stack), want)
+    pool, pooled = gather_frame_pool(store.obs, refs)
+    assert pool.shape == (5 * 8 * (stack + n), 84, 84)
+    expand_pooled = jax.vmap(lambda r: expand_frame_refs(jnp.asarray(pool), r, stack))
+    assert_batches_equal(expand_pooled(pooled), want)
+
+
+def recording_step(state, batch):
+    """A consumer that returns what it was fed, to compare the feed with the replay."""
+    return state + 1, batch._asdict()
+
+
+@pytest.mark.parametrize("driver", ["loop", "scan"])
+@pytest.mark.parametrize("frames", ["device", "host"])
+def test_feed_gives_each_seed_its_own_sample_chunk(episodes, driver, frames):
+    store = segmented(store_from_arrays(episodes))
+    replay = Replay(store, stack=4, n_step=3, gamma=GAMMA)
+    feed = ChunkFeed(replay, batch_size=4, driver=driver, frames=frames, workers=4)  # host: 2 parts per seed
+    assert feed.placement == frames
+    run = feed.runner(recording_step)
+    seeds = [0, 1, 2]
+    counts = [3, 2]
+    state = jnp.zeros(len(seeds))
+    got = []
+    for chunk in feed.chunks([np.random.default_rng(s) for s in seeds], counts):
+        state, aux = run(state, chunk)
+        got.append(jax.device_get(aux))
+    np.testing.assert_array_equal(np.asarray(state), 5)
+    for i, seed in enumerate(seeds):
+        rng = np.random.default_rng(seed)
+        for count, aux in zip(counts, got, strict=True):
+            want = replay.sample_chunk(4, count, rng)
+            assert_batches_equal(Batch(**{name: aux[name][:, i] for name in Batch._fields}), want)
+
+
+def test_vector_data_feeds_plain_batches():
+    store = EpisodeStore((3,), np.float32)
+    store.add_episode(np.arange(18, dtype=np.float32).reshape(6, 3), np.arange(5), np.ones(5), np.zeros(5))
+    replay = Replay(store, n_step=2, gamma=GAMMA)
+    feed = ChunkFeed(replay, batch_size=2, driver="scan", frames="device")
+    assert feed.placement is None
+    (chunk,) = feed.chunks([np.random.default_rng(0)], [3])
+    want = replay.sample_chunk(2, 3, np.random.default_rng(0))
+    assert_batches_equal(Batch(*(field[:, 0] for field in chunk)), want)
+
+
+def test_auto_keeps_the_store_on_the_device_only_when_it_fits():
+    assert choose_frames("auto", 40, free_bytes=100) == "device"
+    assert choose_frames("auto", 60, free_bytes=100) == "host"
+    assert choose_frames("host", 1, free_bytes=100) == "host"
+    with pytest.raises(ValueError, match="unknown frame placement"):
+        choose_frames("gpu", 1)
+
+
+def test_prefetch_keeps_order_raises_and_stops():
+    assert list(prefetch(iter(range(10)), depth=2)) == list(range(10))
+
+    def failing():
+        yield 1
+        raise RuntimeError("boom")
+
+    items = prefetch(failing())
+    assert next(items) == 1
+    with pytest.raises(RuntimeError, match="boom"):
+        next(items)
+    produced = []
+
+    def endless():
+        while True:
+            produced.append(len(produced))
+            yield produced[-1]
+
+    items = prefetch(endless())
+    assert next(items) == 0
+    items.close()  # joins the producer: it must notice and stop
+    assert len(produced) <= 3
+
+
+def test_frame_placement_is_not_part_of_the_method():
+    """Where frames are gathered changes speed, not batches, so runs share their config hash."""
+    from offline_gitd.learners.config import OfflineConfig
+
+    device = OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="device")
+    assert device.config_hash() == OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="host").config_hash()
