@@ -7,6 +7,7 @@ from pathlib import Path
 
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace
 from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.scalars import add_output_arguments, outputs_from_args
 
 EXAMPLES = """examples:
   offline_gitd train --dataset rlu-atari:Pong/1:0-4 --critic gitd --K 5 --seeds 0-4 --epochs 10 --out runs/pong-gitd
@@ -30,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_dataclass_arguments(parser, OfflineConfig)
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    add_output_arguments(parser)
     parser.set_defaults(func=_train)
 
 
@@ -44,8 +45,8 @@ def _train(args: argparse.Namespace) -> int:
         cfg = resume_config(Path(args.out), args.epochs)
     else:
         cfg = from_namespace(OfflineConfig, args)
-    run_dir = train(cfg, resume=args.resume, progress=args.progress)
+    run_dir = train(cfg, resume=args.resume, progress=args.progress, outputs=outputs_from_args(args))
     print(f"run directory: {run_dir}")
-    for name in ("config.json", "metrics.csv", "results.csv", "checkpoints"):
+    for name in ("config.json", "metrics.csv", "results.csv", "checkpoints", *(("tb",) if args.tensorboard else ())):
         print(f"  {run_dir / name}")
     return 0

@@ -15,6 +15,7 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.family import Family, make_discrete_family
 from offline_gitd.learners.run import OfflineData, run_offline
+from offline_gitd.scalars import Outputs
 
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
@@ -47,13 +48,13 @@ def resolve_config(cfg: OfflineConfig) -> OfflineConfig:
     return cfg.resolve(dataset_domain(cfg.dataset, cfg.data_dir))
 
 
-def train(cfg: OfflineConfig, *, resume: bool = False, progress: bool = True) -> Path:
+def train(cfg: OfflineConfig, *, resume: bool = False, progress: bool = True, outputs: Outputs | None = None) -> Path:
     """Train as ``cfg`` says (resolving domain defaults first) and return the run directory."""
     from offline_gitd.learners.datasets import open_offline_data
 
     cfg = resolve_config(cfg)
     data = open_offline_data(cfg)
-    return run_offline(cfg, data, build_family(cfg, data), resume=resume, progress=progress)
+    return run_offline(cfg, data, build_family(cfg, data), resume=resume, progress=progress, outputs=outputs)
 
 
 def resume_config(run_dir: Path, epochs: int | None) -> OfflineConfig:

@@ -19,7 +19,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 from offline_gitd import __version__
 from offline_gitd.batch import Batch
@@ -38,6 +37,8 @@ from offline_gitd.learners.rundir import (
     read_config,
     result_row,
 )
+from offline_gitd.progress import Progress
+from offline_gitd.scalars import Outputs, ScalarLog
 
 # Per-sample vectors are for prioritised replay, not for logs.
 _UNLOGGED = ("td_abs",)
@@ -86,9 +87,16 @@ def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
 
 
 def run_offline(
-    cfg: OfflineConfig, data: OfflineData, family: Family, *, resume: bool = False, progress: bool = True
+    cfg: OfflineConfig,
+    data: OfflineData,
+    family: Family,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    outputs: Outputs | None = None,
 ) -> Path:
     """Train ``family`` on ``data`` as ``cfg`` says; returns the run directory."""
+    outputs = outputs or Outputs()
     run_dir = Path(cfg.out)
     seeds = cfg.seed_list
     provenance = {
@@ -105,7 +113,7 @@ def run_offline(
     provenance = read_config(run_dir)
 
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
-    checkpoints = Checkpoints(run_dir)
+    checkpoints = Checkpoints(run_dir, outputs.keep_checkpoints)
     start_epoch = checkpoints.latest() or 0
     if resume and start_epoch:
         state = checkpoints.restore(start_epoch, state)
@@ -113,6 +121,14 @@ def run_offline(
     results_log = CsvLog(run_dir / RESULTS_FILE, RESULT_COLUMNS)
     for log in (metrics_log, results_log):
         log.drop_after("step", start_epoch * cfg.steps_per_epoch)
+    scalars = ScalarLog(
+        run_dir,
+        seeds,
+        provenance["config"],
+        outputs,
+        name=provenance["run_id"],
+        resume_step=start_epoch * cfg.steps_per_epoch,
+    )
 
     driver = choose_driver(cfg.driver, cfg.torso)
     run_chunk = make_chunk_runner(family.step, driver)
@@ -123,13 +139,7 @@ def run_offline(
         rngs = [np.random.default_rng([seed, epoch]) for seed in seeds]
         sums: dict[str, np.ndarray] = {}
         done = 0
-        bar = tqdm(
-            total=cfg.steps_per_epoch,
-            desc=f"epoch {epoch}/{cfg.epochs}",
-            unit="step",
-            disable=not progress,
-            leave=False,
-        )
+        bar = Progress(cfg.steps_per_epoch, f"epoch {epoch}/{cfg.epochs}", enabled=progress, leave=False)
         while done < cfg.steps_per_epoch:
             count = min(cfg.updates_per_call, cfg.steps_per_epoch - done)
             batches = _seed_batches(data.replay, cfg.batch_size, rngs, count)
@@ -175,13 +185,14 @@ def run_offline(
                 )
         metrics_log.append(metric_rows)
         results_log.append(result_rows)
+        scalars.log(metric_rows)
         checkpoints.save(epoch, state)
-        if progress:
-            mean_return = np.mean([r["eval_return"] for r in metric_rows])
-            print(
-                f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
-                f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s"
-            )
+        mean_return = np.mean([r["eval_return"] for r in metric_rows])
+        bar.write(
+            f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
+            f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s"
+        )
+    scalars.close()
     return run_dir
 
 

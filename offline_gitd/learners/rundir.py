@@ -104,12 +104,13 @@ class CsvLog:
 
 
 class Checkpoints:
-    """orbax checkpoints of the training state, one per completed epoch (all kept: they are small
-    next to the data, and a diverged run must still find its last good one)."""
+    """orbax checkpoints of the training state, one per completed epoch (all kept by default: they
+    are small next to the data, and a diverged run must still find its last good one); ``keep``
+    keeps only the newest ``keep``."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, keep: int | None = None) -> None:
         self.directory = (run_dir / CHECKPOINTS).absolute()
-        self.manager = ocp.CheckpointManager(self.directory)
+        self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep))
 
     def save(self, epoch: int, state: Any) -> None:
         self.manager.save(epoch, args=ocp.args.StandardSave(state))

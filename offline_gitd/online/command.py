@@ -7,6 +7,7 @@ from pathlib import Path
 
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.scalars import add_output_arguments, outputs_from_args
 
 EXAMPLES = """examples:
   offline_gitd online dqn --env Pong --critic gitd --K 5 --steps 10000000 --seeds 0-2 --out runs/pong-gidqn
@@ -52,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             action="store_true",
             help="continue the run in --out from its last checkpoint (--steps may grow)",
         )
-        parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+        add_output_arguments(parser)
         parser.set_defaults(func=_online, steps=None)  # None: the config's (or the saved run's) steps
 
     collect = subparsers.add_parser(
@@ -90,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--run-dir", default=None, help="keep the behaviour agent's run directory here (default: a temporary one)"
     )
     collect.add_argument("--overwrite", action="store_true", help="replace an existing local dataset with this id")
-    collect.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    add_output_arguments(collect, checkpoints=False)
     collect.set_defaults(func=_collect)
 
 
@@ -104,9 +105,16 @@ def _online(args: argparse.Namespace) -> int:
         cfg = resume_config(Path(args.out), args.steps)
     else:
         cfg = from_namespace(OnlineConfig, args, steps=args.steps or OnlineConfig().steps)
-    run_dir = train(cfg, resume=args.resume, progress=args.progress)
+    run_dir = train(cfg, resume=args.resume, progress=args.progress, outputs=outputs_from_args(args))
     print(f"run directory: {run_dir}")
-    for name in ("config.json", "metrics.csv", "episodes.csv", "results.csv", "checkpoints"):
+    for name in (
+        "config.json",
+        "metrics.csv",
+        "episodes.csv",
+        "results.csv",
+        "checkpoints",
+        *(("tb",) if args.tensorboard else ()),
+    ):
         print(f"  {run_dir / name}")
     return 0
 
@@ -126,7 +134,7 @@ def _collect(args: argparse.Namespace) -> int:
         run_dir=args.run_dir,
         overwrite=args.overwrite,
     )
-    where = collect(request, progress=args.progress)
+    where = collect(request, progress=args.progress, outputs=outputs_from_args(args))
     print(f"dataset {args.out} written to {where}")
     print(f"train on it with: offline_gitd train --dataset minari:{args.out} --out RUN_DIR")
     return 0

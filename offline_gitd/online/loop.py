@@ -23,6 +23,7 @@ import os
 import pickle
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -33,7 +34,6 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 from offline_gitd import __version__
 from offline_gitd.batch import Batch
@@ -56,10 +56,14 @@ from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.replay import WindowedReplay
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.online.train import EnvInfo, obs_example
+from offline_gitd.progress import Progress
+from offline_gitd.scalars import Outputs, ScalarLog
 
 EPISODES_FILE = "episodes.csv"
 HOST_STATE = "host_state"
 EPISODE_COLUMNS = ("step", "seed", "episode", "return", "length")
+# The final summary's mean return is over the last this-many episodes of every seed.
+SUMMARY_EPISODES = 10
 
 
 def _loggable(aux: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -164,6 +168,7 @@ class OnlineRun:
         run_dir: Path,
         progress: bool,
         wrap_env: Callable[[gym.Env], gym.Env] | None,
+        outputs: Outputs | None = None,
     ) -> None:
         self.cfg, self.info, self.family, self.run_dir, self.progress = cfg, info, family, run_dir, progress
         self.seeds = cfg.seed_list
@@ -171,7 +176,8 @@ class OnlineRun:
         self.wrap_env = wrap_env or (lambda env: env)
         self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
         self.provenance = read_config(run_dir)
-        self.checkpoints = Checkpoints(run_dir)
+        self.outputs = outputs or Outputs()
+        self.checkpoints = Checkpoints(run_dir, self.outputs.keep_checkpoints)
         self.driver = choose_driver(cfg.driver, cfg.torso)
         self.run_chunk = make_chunk_runner(family.step, self.driver)
         seeds = jnp.asarray(self.seeds)
@@ -393,10 +399,17 @@ class OnlineRun:
         }
         for log in logs.values():
             log.drop_after("step", start)
-        bar = tqdm(
-            total=cfg.steps, initial=start, unit="step", desc=f"{cfg.algo} {self.info.name}", disable=not self.progress
+        scalars = ScalarLog(
+            self.run_dir,
+            self.seeds,
+            self.provenance["config"],
+            self.outputs,
+            name=self.provenance["run_id"],
+            resume_step=start,
         )
-        started = time.perf_counter()
+        bar = Progress(cfg.steps, f"{cfg.algo} {self.info.name}", initial=start, enabled=self.progress)
+        recent: deque[float] = deque(maxlen=SUMMARY_EPISODES * len(self.slots))
+        run_started = started = time.perf_counter()
         for step in range(start + 1, cfg.steps + 1):
             self._env_step(step)
             count = updates_after_step(step, self.utd, cfg.initial_samples)
@@ -405,17 +418,39 @@ class OnlineRun:
             bar.update(1)
             checkpoint = step % cfg.checkpoint_every == 0 or step == cfg.steps
             if step % cfg.log_every == 0 or checkpoint:
-                rows = self._log(step, time.perf_counter() - started, logs)
+                episodes = self.window.get("episodes", [])
+                recent.extend(e["return"] for e in episodes)
+                elapsed = time.perf_counter() - started
+                rows = self._log(step, elapsed, logs)
+                scalars.log(rows)
                 started = time.perf_counter()
                 returns = [r["episode_return"] for r in rows if np.isfinite(r["episode_return"])]
                 if returns:
                     bar.set_postfix(ret=f"{np.mean(returns):.4g}", updates=self.updates)
+                bar.write(_window_line(step, cfg.steps, episodes, self.updates, elapsed))
             if checkpoint:
                 self.save(step)
         bar.close()
+        scalars.close()
+        bar.write(_summary_line(cfg, self.info.name, start, list(recent), time.perf_counter() - run_started))
         if self.owns_envs:
             for slot in self.slots:
                 slot.env.close()
+
+
+def _window_line(step: int, steps: int, episodes: list[dict[str, Any]], updates: int, seconds: float) -> str:
+    """One line per logging window: what a log reader needs to follow a run without the CSVs."""
+    returns = [e["return"] for e in episodes]
+    ret = f"return {np.mean(returns):.2f} over {len(returns)} episode(s)" if returns else "no episode finished"
+    return f"step {step}/{steps}: {ret}, {updates} updates, {seconds:.1f}s"
+
+
+def _summary_line(cfg: OnlineConfig, env_name: str, start: int, recent: list[float], seconds: float) -> str:
+    """The run's last line: steps done, mean return of the last episodes, wall time."""
+    ret = (
+        f"mean return {np.mean(recent):.2f} over the last {len(recent)} episode(s)" if recent else "no episode finished"
+    )
+    return f"{cfg.algo} {env_name}: {cfg.steps - start} env steps ({cfg.steps} total), {ret}, {seconds:.1f}s wall time"
 
 
 def run_online(
@@ -426,6 +461,7 @@ def run_online(
     resume: bool = False,
     progress: bool = True,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+    outputs: Outputs | None = None,
 ) -> Path:
     """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
 
@@ -442,5 +478,5 @@ def run_online(
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
     prepare_run_dir(run_dir, provenance, resume)
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env).run(resume)
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, outputs).run(resume)
     return run_dir

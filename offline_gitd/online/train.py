@@ -21,6 +21,7 @@ from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, mak
 from offline_gitd.errors import ConfigError, UsageError
 from offline_gitd.learners.family import Family, make_continuous_family, make_discrete_family
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.scalars import Outputs
 
 ALGO_ACTIONS = {"dqn": "discrete", "sac": "continuous"}
 
@@ -111,12 +112,15 @@ def train(
     resume: bool = False,
     progress: bool = True,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
+    outputs: Outputs | None = None,
 ) -> Path:
     """Run ``cfg`` (resolving the env's defaults first) and return the run directory."""
     from offline_gitd.online.loop import run_online
 
     cfg, info = resolve_config(cfg)
-    return run_online(cfg, info, build_family(cfg, info), resume=resume, progress=progress, wrap_env=wrap_env)
+    return run_online(
+        cfg, info, build_family(cfg, info), resume=resume, progress=progress, wrap_env=wrap_env, outputs=outputs
+    )
 
 
 def resume_config(run_dir: Path, steps: int | None) -> OnlineConfig:
