@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,11 @@ class ScalarLog:
             experiment = hparams(hparams_of(config), {"eval_return": 0.0, "episode_return": 0.0})
             for seed in seeds:
                 writer = SummaryWriter(
-                    str(run_dir / TB_DIR / f"seed_{seed}"), purge_step=resume_step + 1 if resume_step else None
+                    str(run_dir / TB_DIR / f"seed_{seed}"),
+                    purge_step=resume_step + 1 if resume_step else None,
+                    # event file names carry whole seconds: a quick resume must neither overwrite the
+                    # file nor sort before it (TensorBoard reads the files in name order)
+                    filename_suffix=f".{time.time_ns()}",
                 )
                 if not resume_step:
                     for summary in experiment:
