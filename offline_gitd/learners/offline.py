@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.family import Family, make_discrete_family
@@ -20,12 +21,17 @@ from offline_gitd.scalars import Outputs
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
     """The discrete (CQL-DQN) or continuous (CQL-SAC) family for the dataset's action space."""
-    obs_example = data.replay.sample(1, np.random.default_rng(0)).obs
+    return family_for(cfg, data.spaces, data.replay.sample(1, np.random.default_rng(0)).obs)
+
+
+def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -> Family:
+    """:func:`build_family` from the spaces and one network input (batch of 1) alone: what loading
+    a trained run needs, without reading its dataset."""
     common = dict(mlp_hidden=cfg.hidden_sizes, lr=cfg.lr, adam_eps=cfg.adam_eps, cql_alpha=cfg.cql_alpha)
-    if data.spaces.action_kind == "discrete":
+    if spaces.action_kind == "discrete":
         return make_discrete_family(
             cfg.critic_config(),
-            data.spaces.action_size,
+            spaces.action_size,
             obs_example,
             torso=cfg.torso,
             head_hidden=cfg.head_hidden,
@@ -35,9 +41,7 @@ def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
         raise ConfigError(f"continuous actions need the mlp torso, got --torso {cfg.torso}")
     from offline_gitd.learners.family import make_continuous_family
 
-    return make_continuous_family(
-        cfg.critic_config(), data.spaces.action_size, obs_example, data.spaces.action_bounds, **common
-    )
+    return make_continuous_family(cfg.critic_config(), spaces.action_size, obs_example, spaces.action_bounds, **common)
 
 
 def resolve_config(cfg: OfflineConfig) -> OfflineConfig:

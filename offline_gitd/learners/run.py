@@ -24,6 +24,7 @@ from offline_gitd import __version__
 from offline_gitd.batch import Batch
 from offline_gitd.envs.make import SpaceInfo, evaluate_policies
 from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.reference import d4rl_normalised, d4rl_reference
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
 from offline_gitd.learners.family import Family
@@ -86,6 +87,16 @@ def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
     return flat
 
 
+def _eval_stats(returns: np.ndarray, d4rl: tuple[float, float] | None) -> dict[str, float]:
+    """An evaluation's mean and std of returns and, where D4RL has a reference for the env, its
+    D4RL-normalised mean (CORL logs the same three)."""
+    mean = float(np.mean(returns)) if len(returns) else float("nan")
+    stats = {"eval_return": mean, "eval_return_std": float(np.std(returns)) if len(returns) else float("nan")}
+    if d4rl is not None:
+        stats["eval_d4rl_score"] = d4rl_normalised(mean, d4rl)
+    return stats
+
+
 def run_offline(
     cfg: OfflineConfig,
     data: OfflineData,
@@ -130,6 +141,7 @@ def run_offline(
         resume_step=start_epoch * cfg.steps_per_epoch,
     )
 
+    d4rl = d4rl_reference(data.suite, data.env_name)
     driver = choose_driver(cfg.driver, cfg.torso)
     run_chunk = make_chunk_runner(family.step, driver)
     # acts for every seed at once, each seed's state on that seed's observations [seeds, envs, ...]
@@ -172,7 +184,7 @@ def run_offline(
                 "epoch": epoch,
                 "step": step,
                 "seed": seed,
-                "eval_return": float(np.mean(returns[i])) if len(returns[i]) else float("nan"),
+                **_eval_stats(returns[i], d4rl),
             }
             row.update(_flatten_metrics({name: total[i] / cfg.steps_per_epoch for name, total in sums.items()}))
             row["epoch_seconds"] = round(elapsed, 3)

@@ -104,11 +104,12 @@ class SeedSlot:
         return state
 
 
-def _make_env(cfg: OnlineConfig, info: EnvInfo, seed: int) -> gym.Env:
-    """Learning sees unclipped env rewards; clipping happens when storing (returns stay scores)."""
+def _make_env(cfg: OnlineConfig, info: EnvInfo, seed: int, **make_kw: Any) -> gym.Env:
+    """Learning sees unclipped env rewards; clipping happens when storing (returns stay scores).
+    ``make_kw`` reaches the env's constructor (``offline_gitd evaluate --video`` renders)."""
     if info.frames:
-        return make_env(info.env_id, seed, max_steps=cfg.horizon)
-    return make_env(info.env_id, seed, **({"max_episode_steps": cfg.horizon} if cfg.horizon else {}))
+        return make_env(info.env_id, seed, max_steps=cfg.horizon, **make_kw)
+    return make_env(info.env_id, seed, **({"max_episode_steps": cfg.horizon} if cfg.horizon else {}), **make_kw)
 
 
 def _new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
@@ -370,6 +371,7 @@ class OnlineRun:
                 "updates": self.updates,
                 "episodes": len(returns),
                 "episode_return": float(np.mean(returns)) if returns else float("nan"),
+                "episode_return_std": float(np.std(returns)) if returns else float("nan"),
             }
             if epsilon is not None:
                 row["epsilon"] = epsilon
