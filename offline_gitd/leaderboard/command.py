@@ -32,6 +32,20 @@ def _positive(text: str) -> int:
     return value
 
 
+def _method_list(text: str) -> list[str]:
+    """``--methods`` names split on commas. A method key holds commas itself (``cql:gitd:K=5,beta=1``):
+    a piece without ``:`` continues the previous name, since every name starts ``algorithm:critic``."""
+    names: list[str] = []
+    for piece in (piece.strip() for piece in text.split(",")):
+        if not piece:
+            continue
+        if ":" not in piece and names:
+            names[-1] += "," + piece
+        else:
+            names.append(piece)
+    return names
+
+
 def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by show, plot and html: what to normalise by and how to bootstrap."""
     parser.add_argument("--board", type=Path, required=True, help="the board CSV")
@@ -80,9 +94,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--format", choices=FORMATS, default="table", help="output format (default %(default)s)")
     show.set_defaults(func=run_show)
 
-    plot = commands.add_parser("plot", help="learning curves, AUC bars and a per-env grid (PNG)")
+    plot = commands.add_parser(
+        "plot",
+        help="learning curves and AUC, per-env panels, median/IQM/mean/optimality gap, performance profiles",
+    )
     _add_analysis_options(plot)
-    plot.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
+    plot.add_argument("--out", type=Path, required=True, help="directory for the figures")
+    plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="file format (default png)")
+    plot.add_argument("--dpi", type=_positive, default=150, help="resolution of png figures (default 150)")
+    plot.add_argument(
+        "--methods",
+        type=_method_list,
+        default=None,
+        metavar="M1,M2,...",
+        help="methods to draw, in this order (full keys or algorithm:critic); default all",
+    )
+    plot.add_argument(
+        "--per-env",
+        choices=("score", "return"),
+        default="score",
+        help="per-env panels in normalised scores or raw returns (default score)",
+    )
     plot.set_defaults(func=run_plot)
 
     page = commands.add_parser("html", help="a self-contained static page (index.html)")
@@ -109,19 +141,21 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _analyse(args: argparse.Namespace) -> Analysis:
+def _analyse(args: argparse.Namespace, **figure_options: object) -> Analysis:
     """Scores, summaries, baseline key and figures: the common part of plot and html."""
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"{args.out}: exists and is not a directory")
     from offline_gitd.leaderboard.report import analyse
 
-    return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed)
+    return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed, **figure_options)
 
 
 def run_plot(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.plot import write_figures
 
-    for path in write_figures(_analyse(args).figures, args.out):
+    options = {"methods": args.methods, "per_env": args.per_env, "fmt": args.format, "dpi": args.dpi}
+    analysis = _analyse(args, **options)
+    for path in write_figures(analysis.figures, args.out, analysis.figure_data):
         print(f"wrote {path}")
     return 0
 

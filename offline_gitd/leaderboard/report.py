@@ -7,7 +7,7 @@ the same numbers for the same board and options.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,17 +20,20 @@ class Analysis(NamedTuple):
     summaries: "list[MethodSummary]"
     baseline: str
     figures: dict[str, bytes]
+    figure_data: dict[str, Any]
 
 
-def analyse(board: Path, baseline: str, normalise: str, reps: int, seed: int) -> Analysis:
+def analyse(board: Path, baseline: str, normalise: str, reps: int, seed: int, **figure_options: Any) -> Analysis:
+    """``figure_options``: :func:`~offline_gitd.leaderboard.plot.render_figures`'s keywords
+    (``methods``, ``per_env``, ``fmt``, ``dpi``); the table always covers every method."""
     from offline_gitd.leaderboard.plot import render_figures
     from offline_gitd.leaderboard.show import load_scored
     from offline_gitd.leaderboard.stats import summarise
 
     scored, baseline_key = load_scored(board, baseline, normalise)
     summaries = summarise(scored, baseline_key, reps, seed)
-    figures = render_figures(scored, summaries, baseline_key, normalise, reps, seed)
-    return Analysis(scored, summaries, baseline_key, figures)
+    data, figures = render_figures(scored, summaries, baseline_key, normalise, reps, seed, **figure_options)
+    return Analysis(scored, summaries, baseline_key, figures, data)
 
 
 def publish(board: Path, analysis: Analysis, normalise: str, out_dir: Path) -> tuple[list[Path], Path]:
