@@ -195,3 +195,13 @@ def test_methods_option_keeps_commas_inside_method_keys() -> None:
         "cql:td",
         "cql:itd:K=5,beta=0.01",
     ]
+
+
+def test_vectorised_per_step_statistics_equal_rliables() -> None:
+    from offline_gitd.leaderboard.curves import iqm_per_step, mean_per_step
+    from offline_gitd.leaderboard.stats import rliable_modules
+
+    _, metrics = rliable_modules()
+    scores = np.random.default_rng(1).normal(size=(7, 3, 5))
+    np.testing.assert_allclose(iqm_per_step(scores), [metrics.aggregate_iqm(scores[..., t]) for t in range(5)])
+    np.testing.assert_allclose(mean_per_step(scores), [metrics.aggregate_mean(scores[..., t]) for t in range(5)])
