@@ -410,7 +410,7 @@ class OnlineRun:
             resume_step=start,
         )
         bar = Progress(cfg.steps, f"{cfg.algo} {self.info.name}", initial=start, enabled=self.progress)
-        recent: deque[float] = deque(maxlen=SUMMARY_EPISODES * len(self.slots))
+        recent = {seed: deque(maxlen=SUMMARY_EPISODES) for seed in self.seeds}
         run_started = started = time.perf_counter()
         for step in range(start + 1, cfg.steps + 1):
             self._env_step(step)
@@ -421,7 +421,8 @@ class OnlineRun:
             checkpoint = step % cfg.checkpoint_every == 0 or step == cfg.steps
             if step % cfg.log_every == 0 or checkpoint:
                 episodes = self.window.get("episodes", [])
-                recent.extend(e["return"] for e in episodes)
+                for episode in episodes:
+                    recent[episode["seed"]].append(episode["return"])
                 elapsed = time.perf_counter() - started
                 rows = self._log(step, elapsed, logs)
                 scalars.log(rows)
@@ -434,7 +435,15 @@ class OnlineRun:
                 self.save(step)
         bar.close()
         scalars.close()
-        bar.write(_summary_line(cfg, self.info.name, start, list(recent), time.perf_counter() - run_started))
+        bar.write(
+            _summary_line(
+                cfg,
+                self.info.name,
+                start,
+                [r for returns in recent.values() for r in returns],
+                time.perf_counter() - run_started,
+            )
+        )
         if self.owns_envs:
             for slot in self.slots:
                 slot.env.close()
