@@ -59,6 +59,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "offline_gitd.data.command",
     "offline_gitd.learners.command",
     "offline_gitd.online.command",
+    "offline_gitd.evaluate",
     "offline_gitd.sweeps.command",
     "offline_gitd.leaderboard.command",
     "offline_gitd.mdps.command",

@@ -90,7 +90,7 @@ def test_show_refuses_an_absent_baseline(board: Path, capsys: pytest.CaptureFixt
     assert "baseline 'dqn:td' is not on the board" in capsys.readouterr().err
 
 
-def test_plot_writes_both_figures(
+def test_plot_writes_every_figure(
     board: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -98,7 +98,7 @@ def test_plot_writes_both_figures(
     out = tmp_path / "figures"
     assert main(["leaderboard", "plot", "--board", str(board), "--out", str(out), "--reps", "50"]) == 0
     printed = capsys.readouterr().out
-    for name in ("aggregate.png", "per_env.png"):
+    for name in ("aggregate.png", "per_env.png", "intervals.png", "profile.png"):
         assert f"wrote {out / name}" in printed
         assert (out / name).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 

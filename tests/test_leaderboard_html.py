@@ -198,7 +198,7 @@ def test_page_loads_cleanly_and_sorts_by_clicked_column(tmp_path: Path, browser:
     methods = "Array.from(document.querySelectorAll('#leaderboard tbody tr')).map(r => r.cells[0].textContent)"
     before = browser.evaluate(methods)
     assert sorted(before) == ["cql:gitd", "cql:itd", "cql:td"]  # one row per method
-    assert browser.evaluate("document.querySelectorAll('img').length") == 2
+    assert browser.evaluate("document.querySelectorAll('img').length") == 4  # aggregate, per_env, intervals, profile
     assert browser.evaluate("Array.from(document.images).every(i => i.naturalWidth > 0)")
 
     browser.click("#leaderboard th:nth-child(2)")  # IQM final: first click sorts descending

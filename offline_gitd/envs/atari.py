@@ -168,6 +168,7 @@ def make_atari_env(
     sticky: float = STICKY_ACTION_PROB,
     max_steps: int = MAX_AGENT_STEPS,
     clip_rewards: bool = False,
+    render_mode: str | None = None,
 ) -> gym.Env:
     """Build the protocol Atari environment for an RL Unplugged game name (``Pong``, ``MsPacman``).
 
@@ -181,6 +182,7 @@ def make_atari_env(
         max_steps: agent-step cap; the episode is truncated after ``max_steps * 4`` frames.
         clip_rewards: clip each step's summed reward to [-1, 1] (Mnih et al. 2015); off by
             default because RL Unplugged rewards arrive unclipped and clipping is the learner's.
+        render_mode: ALE's, e.g. ``"rgb_array"`` to film the full-colour screen.
 
     Raises:
         UsageError: unknown game, or an out-of-range ``sticky`` / ``max_steps``.
@@ -197,6 +199,7 @@ def make_atari_env(
         repeat_action_probability=sticky,
         full_action_space=False,
         max_num_frames_per_episode=max_steps * FRAME_SKIP,
+        render_mode=render_mode,
     )
     env = MachadoAtariPreprocessing(env, clip_rewards=clip_rewards)
     env.reset(seed=seed)

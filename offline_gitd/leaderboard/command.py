@@ -46,6 +46,30 @@ def _seed(text: str) -> int:
     return value
 
 
+def _dpi(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 10 <= value <= 2400:
+        raise argparse.ArgumentTypeError(f"expected a resolution in [10, 2400] dots per inch, got {value}")
+    return value
+
+
+def _method_list(text: str) -> list[str]:
+    """``--methods`` names split on commas. A method key holds commas itself (``cql:gitd:K=5,beta=1``):
+    a piece without ``:`` continues the previous name, since every name starts ``algorithm:critic``."""
+    names: list[str] = []
+    for piece in (piece.strip() for piece in text.split(",")):
+        if not piece:
+            continue
+        if ":" not in piece and names:
+            names[-1] += "," + piece
+        else:
+            names.append(piece)
+    return names
+
+
 def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by show, plot and html: what to normalise by and how to bootstrap."""
     parser.add_argument("--board", type=Path, required=True, help="the board CSV")
@@ -111,9 +135,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--format", choices=FORMATS, default="table", help="output format (default %(default)s)")
     show.set_defaults(func=run_show)
 
-    plot = commands.add_parser("plot", help="learning curves, AUC bars and a per-env grid (PNG)")
+    plot = commands.add_parser(
+        "plot",
+        help="learning curves and AUC, per-env panels, median/IQM/mean/optimality gap, performance profiles",
+    )
     _add_analysis_options(plot)
-    plot.add_argument("--out", type=Path, required=True, help="directory for the PNGs")
+    plot.add_argument("--out", type=Path, required=True, help="directory for the figures")
+    plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="file format (default png)")
+    plot.add_argument("--dpi", type=_dpi, default=150, help="resolution of png figures, 10-2400 (default 150)")
+    plot.add_argument(
+        "--methods",
+        dest="draw_methods",
+        type=_method_list,
+        default=None,
+        metavar="M1,M2,...",
+        help="methods to draw, in this order (full keys or algorithm:critic; --method filters the table "
+        "as well); default all",
+    )
+    plot.add_argument(
+        "--per-env",
+        choices=("score", "return"),
+        default="score",
+        help="per-env panels in normalised scores or raw returns (default score)",
+    )
     plot.set_defaults(func=run_plot)
 
     page = commands.add_parser("html", help="a self-contained static page (index.html)")
@@ -141,18 +185,22 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _analyse(args: argparse.Namespace) -> Analysis:
+def _analyse(args: argparse.Namespace, **figure_options: object) -> Analysis:
     """Scores, summaries, baseline key and figures: the common part of plot and html."""
     require_dir_target(args.out, "--out")
     from offline_gitd.leaderboard.report import analyse
 
-    return analyse(args.board, args.baseline, args.normalise, args.reps, args.seed, args.envs, args.methods)
+    return analyse(
+        args.board, args.baseline, args.normalise, args.reps, args.seed, args.envs, args.methods, **figure_options
+    )
 
 
 def run_plot(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.plot import write_figures
 
-    for path in write_figures(_analyse(args).figures, args.out):
+    options = {"methods": args.draw_methods, "per_env": args.per_env, "fmt": args.format, "dpi": args.dpi}
+    analysis = _analyse(args, **options)
+    for path in write_figures(analysis.figures, args.out, analysis.figure_data):
         print(f"wrote {path}")
     return 0
 

@@ -1,34 +1,56 @@
-"""``leaderboard plot``: the paper's benchmark figure and a per-env grid, as PNG (matplotlib Agg).
+"""``leaderboard plot``: the board's figures, drawn from :mod:`offline_gitd.leaderboard.curves`.
 
-``aggregate.png``: left, the IQM over runs x envs of the normalised score at each logged step with
-its 95% stratified bootstrap band, each run smoothed over a window of 5 evaluations first (the
-paper smooths its curves so); right, each method's normalised IQM AUC with CI whiskers, the
-baseline at 1. ``per_env.png``: one panel per env, the mean over seeds of the smoothed score, one
-line per method, so a single env that drives the aggregate is visible.
+- ``aggregate``: left, the IQM over runs x envs of the normalised score at each logged step with its
+  95% stratified bootstrap band (its last point is the table's IQM final); right, each method's
+  normalised IQM AUC with CI whiskers, the baseline at 1.
+- ``per_env``: one panel per env, the mean over seeds with a 95% band, in normalised scores or raw
+  returns (``--per-env return``).
+- ``intervals``: median, IQM, mean and optimality gap of final scores with 95% CIs (rliable's
+  standard summary).
+- ``profile``: performance profiles, the fraction of runs x envs above each score.
+
+Each method keeps one colour, line style and marker in every figure, so two coinciding lines stay
+distinguishable and the figures read in greyscale; legends sit outside the axes, sized to the
+longest name, so none is clipped whatever the number of methods. matplotlib's Figure API (Agg)
+is used, never pyplot's global state.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from offline_gitd.leaderboard.stats import MethodSummary, iqm_curve
+from offline_gitd.leaderboard.curves import (
+    SMOOTHING_WINDOW,
+    aggregate_data,
+    intervals_data,
+    per_env_data,
+    profile_data,
+    select_methods,
+)
+from offline_gitd.leaderboard.stats import MethodSummary
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-SMOOTHING_WINDOW = 5
+FORMATS = ("png", "pdf", "svg")
+DEFAULT_DPI = 150
+PER_ENV_VALUES = ("score", "return")
 SCORE_LABEL = {
     "baseline": "score relative to baseline final (1 = baseline)",
     "human": "human-normalised score",
     "d4rl": "D4RL-normalised score",
 }
+_LINE_STYLES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+_BAND_ALPHA = 0.13
 
 
 def plain(label: str) -> str:
@@ -37,130 +59,213 @@ def plain(label: str) -> str:
     return label.replace("$", r"\$")
 
 
-def smoothed(scored: pd.DataFrame) -> pd.DataFrame:
-    """``scored`` sorted by run and step, with ``smooth``: a trailing window-5 mean per run."""
-    ordered = scored.sort_values(["run", "step"])
-    rolling = ordered.groupby("run")["score"].rolling(SMOOTHING_WINDOW, min_periods=1).mean()
-    return ordered.assign(smooth=rolling.reset_index(level=0, drop=True))
-
-
-def curve_tensor(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(steps, runs x envs x steps array) of one method's smoothed scores on the steps all share."""
-    steps = sorted(set.intersection(*(set(group["step"]) for _, group in runs.groupby("run"))))
-    table = runs[runs["step"].isin(steps)].pivot(index="run", columns="step", values="smooth")
-    per_env = []
-    for _, group in runs.groupby("env"):
-        order = group.drop_duplicates("run").sort_values(["seed", "run"])["run"]
-        per_env.append(table.loc[order, steps].to_numpy())
-    # Equal run counts per env are checked by stats.run_matrix on the same runs.
-    return np.asarray(steps), np.stack(per_env, axis=1)
-
-
-def method_colours(methods: Sequence[str]) -> dict[str, object]:
-    """One fixed colour per method, shared by every panel and figure."""
+def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """One colour, line style and marker per method, fixed across figures. Colours cycle over
+    tab10; style and marker advance with the colour so neighbours differ in all three."""
     import matplotlib
 
     palette = matplotlib.colormaps["tab10"]
-    return {method: palette(index % 10) for index, method in enumerate(methods)}
+    return {
+        method: {
+            "color": palette(i % 10),
+            "linestyle": _LINE_STYLES[i % len(_LINE_STYLES)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+        }
+        for i, method in enumerate(methods)
+    }
 
 
-def aggregate_figure(
-    scored: pd.DataFrame,
-    summaries: Sequence[MethodSummary],
-    baseline: str,
-    how: str,
-    reps: int,
-    seed: int,
-) -> Figure:
+def _legend_columns(labels: Sequence[str], width_inches: float) -> int:
+    """As many legend columns as fit the figure's width for the longest label."""
+    column = 0.075 * max(len(label) for label in labels) + 0.8  # small font, handle and padding
+    return max(1, min(len(labels), int(width_inches // column)))
+
+
+def _outside_legend(figure: Figure, styles: dict[str, dict[str, Any]]) -> None:
+    from matplotlib.lines import Line2D
+
+    labels = list(styles)
+    handles = [Line2D([], [], linewidth=1.8, markersize=5, **styles[m]) for m in labels]
+    figure.legend(
+        handles,
+        [plain(label) for label in labels],
+        loc="outside lower center",
+        ncols=_legend_columns(labels, figure.get_figwidth()),
+        frameon=False,
+        fontsize="small",
+    )
+
+
+def _draw_curve(axis: Any, curve: dict[str, list[float]], style: dict[str, Any]) -> None:
+    steps = np.asarray(curve["step"])
+    marks = max(1, len(steps) // 8)
+    axis.plot(steps, curve["value"], linewidth=1.6, markersize=4, markevery=marks, **style)
+    axis.fill_between(steps, curve["low"], curve["high"], color=style["color"], alpha=_BAND_ALPHA, linewidth=0)
+
+
+def aggregate_figure(data: dict[str, Any], baseline: str, how: str) -> Figure:
     """Learning curves (IQM + CI band) beside the AUC bars (with CI whiskers)."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
-    methods = [item.method for item in summaries]
-    colours = method_colours(methods)
-    frame = smoothed(scored)
-    figure = Figure(figsize=(11, 4.2), layout="constrained")
+    methods = data["methods"]
+    styles = method_styles(methods)
+    figure = Figure(figsize=(11, 4.6 + 0.22 * math.ceil(len(methods) / 3)), layout="constrained")
     curves, bars = figure.subplots(1, 2, width_ratios=(1.6, 1))
     for method in methods:
-        steps, tensor = curve_tensor(frame[frame["method"] == method])
-        point, low, high = iqm_curve(tensor, reps, seed)
-        curves.plot(steps, point, color=colours[method], label=plain(method), linewidth=1.8)
-        curves.fill_between(steps, low, high, color=colours[method], alpha=0.2, linewidth=0)
+        _draw_curve(curves, data["curves"][method], styles[method])
+    if how == "baseline":
+        curves.axhline(1.0, color="black", linestyle="--", linewidth=0.8, alpha=0.6)
     curves.set_xlabel("training step")
     curves.set_ylabel(f"IQM {SCORE_LABEL[how]}")
-    curves.set_title(f"Learning curves (window-{SMOOTHING_WINDOW} smoothing, 95% CI)")
+    curves.set_title(f"Learning curves (centred window-{SMOOTHING_WINDOW} smoothing, 95% CI)\nend point = IQM final")
     curves.xaxis.set_major_formatter(EngFormatter(sep=""))
     curves.grid(alpha=0.3)
-    curves.legend(loc="best", fontsize="small", frameon=False)
 
-    positions = np.arange(len(summaries))[::-1]
-    values = np.array([item.auc.value for item in summaries])
-    # A percentile bootstrap interval need not contain its point estimate (IQMs of a few tied
-    # runs); the bar then shows no whisker on that side rather than a negative one.
-    errors = np.array([[item.auc.value - item.auc.low, item.auc.high - item.auc.value] for item in summaries]).T
-    errors = np.clip(errors, 0.0, None)
+    positions = np.arange(len(methods))[::-1]
+    auc = np.array([data["auc"][m] for m in methods]).reshape(-1, 3)
+    # A percentile interval need not contain its point (IQMs of a few tied runs): no negative whisker.
+    errors = np.clip(np.stack([auc[:, 0] - auc[:, 1], auc[:, 2] - auc[:, 0]]), 0.0, None)
     bars.barh(
         positions,
-        values,
+        auc[:, 0],
         xerr=errors,
-        color=[colours[m] for m in methods],
+        color=[styles[m]["color"] for m in methods],
         alpha=0.85,
         error_kw={"capsize": 4, "elinewidth": 1.2},
     )
     bars.axvline(1.0, color="black", linestyle="--", linewidth=1)
-    bars.set_yticks(positions, [plain(method) for method in methods])
+    bars.set_yticks(positions, [plain(method) for method in methods], fontsize="small")
     bars.set_xlabel(f"IQM AUC relative to {plain(baseline)} (1 = baseline)")
     bars.set_title("Normalised AUC (95% CI)")
     bars.grid(axis="x", alpha=0.3)
+    _outside_legend(figure, styles)
     return figure
 
 
-def per_env_figure(scored: pd.DataFrame, methods: Sequence[str], how: str) -> Figure:
-    """One panel per env: the mean over seeds of each method's smoothed score per step."""
+def per_env_figure(data: dict[str, Any], how: str) -> Figure:
+    """One panel per env: the mean over seeds of each method (score or raw return), 95% band."""
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
     from matplotlib.ticker import EngFormatter
 
-    colours = method_colours(methods)
-    frame = smoothed(scored)
-    envs = sorted(frame["env"].unique())
-    columns = min(4, len(envs))
+    methods = data["methods"]
+    styles = method_styles(methods)
+    envs = list(data["envs"])
+    columns = min(3, len(envs))
     rows = math.ceil(len(envs) / columns)
-    figure = Figure(figsize=(3.6 * columns, 2.9 * rows + 0.6), layout="constrained")
+    figure = Figure(figsize=(max(7.0, 4.2 * columns), 3.2 * rows + 0.9), layout="constrained")
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
+    ylabel = SCORE_LABEL[how] if data["value"] == "score" else "return (mean over seeds)"
     for axis, env in zip(axes, envs):
-        in_env = frame[frame["env"] == env]
-        for method in methods:
-            mean = in_env[in_env["method"] == method].groupby("step")["smooth"].mean()
-            if not mean.empty:
-                axis.plot(mean.index, mean.to_numpy(), color=colours[method], linewidth=1.5)
+        for method, curve in data["envs"][env].items():
+            _draw_curve(axis, curve, styles[method])
+        if data["value"] == "score" and how == "baseline":
+            axis.axhline(1.0, color="black", linestyle="--", linewidth=0.8, alpha=0.6)
         axis.set_title(plain(env), fontsize="medium")
         axis.xaxis.set_major_formatter(EngFormatter(sep=""))
         axis.grid(alpha=0.3)
     for axis in axes[len(envs) :]:
         axis.set_visible(False)
     for axis in axes[::columns]:
-        axis.set_ylabel(SCORE_LABEL[how], fontsize="small")
+        axis.set_ylabel(ylabel, fontsize="small")
     for column in range(columns):
         # The lowest panel of each column carries the x label, also above an empty grid cell.
         lowest = max(index for index in range(column, len(envs), columns))
         axes[lowest].set_xlabel("training step", fontsize="small")
-    handles = [Line2D([], [], color=colours[method], linewidth=2) for method in methods]
-    figure.legend(
-        handles,
-        [plain(method) for method in methods],
-        loc="outside lower center",
-        ncols=min(len(methods), 5),
-        frameon=False,
+    what = "normalised score" if data["value"] == "score" else "raw return"
+    figure.suptitle(
+        f"Per env, {what}: mean over seeds, 95% CI (centred window-{SMOOTHING_WINDOW} smoothing)", fontsize="medium"
     )
-    figure.suptitle(f"Per env: mean over seeds (window-{SMOOTHING_WINDOW} smoothing)", fontsize="medium")
+    _outside_legend(figure, styles)
     return figure
 
 
-def png_bytes(figure: Figure) -> bytes:
-    """The figure rendered as PNG (Agg, via the Figure API, so no global pyplot state)."""
+def intervals_figure(data: dict[str, Any], how: str) -> Figure:
+    """rliable's four aggregate estimates of final scores, one panel each, CIs as bars."""
+    from matplotlib.figure import Figure
+
+    methods = data["methods"]
+    styles = method_styles(methods)
+    figure = Figure(figsize=(12, 1.2 + 0.42 * len(methods)), layout="constrained")
+    axes = figure.subplots(1, len(data["metrics"]), sharey=True)
+    positions = np.arange(len(methods))[::-1]
+    for k, (axis, name) in enumerate(zip(axes, data["metrics"])):
+        for position, method in zip(positions, methods):
+            value, low, high = data["values"][method][k]
+            axis.barh(position, high - low, left=low, height=0.6, color=styles[method]["color"], alpha=0.75)
+            axis.vlines(value, position - 0.3, position + 0.3, color="black", linewidth=2)
+        axis.set_title(name + (" (lower is better)" if name == "Optimality gap" else ""), fontsize="medium")
+        axis.grid(axis="x", alpha=0.3)
+        if name == "Optimality gap":
+            axis.set_xlabel(f"below {data['gap_threshold']:g}", fontsize="small")
+        elif how == "baseline":
+            axis.axvline(1.0, color="black", linestyle="--", linewidth=0.8, alpha=0.6)
+    axes[0].set_yticks(positions, [plain(method) for method in methods], fontsize="small")
+    figure.suptitle(
+        f"Final {SCORE_LABEL[how]}: point estimate (black) and 95% stratified bootstrap CI", fontsize="medium"
+    )
+    return figure
+
+
+def profile_figure(data: dict[str, Any], how: str) -> Figure:
+    """Performance profiles: fraction of runs x envs with final score above tau, 95% band."""
+    from matplotlib.figure import Figure
+
+    methods = data["methods"]
+    styles = method_styles(methods)
+    figure = Figure(figsize=(7.5, 4.6 + 0.22 * math.ceil(len(methods) / 3)), layout="constrained")
+    axis = figure.subplots()
+    taus = np.asarray(data["tau"])
+    for method in methods:
+        profile = data["profiles"][method]
+        curve = {"step": taus.tolist(), "value": profile["fraction"], "low": profile["low"], "high": profile["high"]}
+        _draw_curve(axis, curve, styles[method])
+    if how == "baseline":
+        axis.axvline(1.0, color="black", linestyle="--", linewidth=0.8, alpha=0.6)
+    axis.set_xlabel(f"final {SCORE_LABEL[how]} (tau)")
+    axis.set_ylabel("fraction of runs with score > tau")
+    axis.set_ylim(-0.02, 1.02)
+    axis.set_title("Performance profiles (95% CI)", fontsize="medium")
+    axis.grid(alpha=0.3)
+    _outside_legend(figure, styles)
+    return figure
+
+
+def figure_data(
+    scored: pd.DataFrame,
+    summaries: Sequence[MethodSummary],
+    how: str,
+    reps: int,
+    seed: int,
+    *,
+    methods: Sequence[str] | None = None,
+    per_env: str = "score",
+) -> dict[str, dict[str, Any]]:
+    """Figure name -> the data it is drawn from (see :mod:`~offline_gitd.leaderboard.curves`)."""
+    chosen = select_methods(scored, methods)
+    return {
+        "aggregate": aggregate_data(scored, summaries, chosen, reps, seed),
+        "per_env": per_env_data(scored, chosen, per_env, reps, seed),
+        "intervals": intervals_data(scored, chosen, how, reps, seed),
+        "profile": profile_data(scored, chosen, reps, seed),
+    }
+
+
+def draw(data: dict[str, dict[str, Any]], baseline: str, how: str) -> dict[str, Figure]:
+    return {
+        "aggregate": aggregate_figure(data["aggregate"], baseline, how),
+        "per_env": per_env_figure(data["per_env"], how),
+        "intervals": intervals_figure(data["intervals"], how),
+        "profile": profile_figure(data["profile"], how),
+    }
+
+
+def figure_bytes(figure: Figure, fmt: str = "png", dpi: int = DEFAULT_DPI) -> bytes:
+    """The figure rendered in ``fmt``; vector formats carry no timestamp, so a figure's bytes
+    depend on its data alone."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
+    metadata = {"png": {"Software": None}, "pdf": {"CreationDate": None}, "svg": {"Date": None}}[fmt]
+    figure.savefig(buffer, format=fmt, dpi=dpi, metadata=metadata)
     return buffer.getvalue()
 
 
@@ -171,19 +276,30 @@ def render_figures(
     how: str,
     reps: int,
     seed: int,
-) -> dict[str, bytes]:
-    """File name -> PNG bytes of both figures."""
-    methods = [item.method for item in summaries]
-    return {
-        "aggregate.png": png_bytes(aggregate_figure(scored, summaries, baseline, how, reps, seed)),
-        "per_env.png": png_bytes(per_env_figure(scored, methods, how)),
-    }
+    *,
+    methods: Sequence[str] | None = None,
+    per_env: str = "score",
+    fmt: str = "png",
+    dpi: int = DEFAULT_DPI,
+) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
+    """The figures' data (:func:`figure_data`) and file name -> bytes of every figure in ``fmt``."""
+    data = figure_data(scored, summaries, how, reps, seed, methods=methods, per_env=per_env)
+    figures = {f"{name}.{fmt}": figure_bytes(figure, fmt, dpi) for name, figure in draw(data, baseline, how).items()}
+    return data, figures
 
 
-def write_figures(figures: dict[str, bytes], out_dir: Path) -> list[Path]:
-    """Write the PNGs into ``out_dir`` (created if needed); the paths written."""
+DATA_FILE = "figure_data.json"
+
+
+def write_figures(figures: dict[str, bytes], out_dir: Path, data: dict[str, Any] | None = None) -> list[Path]:
+    """Write the figures into ``out_dir`` (created if needed), and the numbers they are drawn from
+    as ``figure_data.json`` when given; the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    if data is not None:
+        path = out_dir / DATA_FILE
+        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        paths.append(path)
     for name, content in figures.items():
         path = out_dir / name
         path.write_bytes(content)

@@ -93,6 +93,20 @@ def d4rl_scores() -> dict[str, tuple[float, float]]:
     }
 
 
+def d4rl_reference(suite: str, env: str) -> tuple[float, float] | None:
+    """(ref_min_score, ref_max_score) of a leaderboard ``(suite, env)`` where D4RL has one, else None:
+    what a training run needs to log D4RL-normalised scores as it goes (as CORL does)."""
+    if suite not in ("minari", "d4rl"):
+        return None
+    return d4rl_scores().get(MINARI_TO_D4RL.get(env, env))
+
+
+def d4rl_normalised(value: float, reference: tuple[float, float]) -> float:
+    """D4RL's normalised score: 100 * (return - min) / (max - min)."""
+    low, high = reference
+    return 100.0 * (value - low) / (high - low)
+
+
 @functools.cache
 def known_envs() -> dict[str, frozenset[str]]:
     """Suite -> the env names a row of that suite may use without ``--allow-new-env``."""

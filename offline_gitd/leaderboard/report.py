@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,6 +21,7 @@ class Analysis(NamedTuple):
     summaries: "list[MethodSummary]"
     baseline: str
     figures: dict[str, bytes]
+    figure_data: dict[str, Any]
 
 
 def analyse(
@@ -29,17 +30,22 @@ def analyse(
     normalise: str,
     reps: int,
     seed: int,
-    envs: Sequence[str] = (),
-    methods: Sequence[str] = (),
+    env_patterns: Sequence[str] = (),
+    method_patterns: Sequence[str] = (),
+    **figure_options: Any,
 ) -> Analysis:
+    """``env_patterns`` and ``method_patterns`` filter the board's rows (shell-style, as ``--env`` and
+    ``--method``); ``figure_options``:
+    :func:`~offline_gitd.leaderboard.plot.render_figures`'s keywords (``methods`` to draw and their
+    order, ``per_env``, ``fmt``, ``dpi``); the table covers every method that passes the filters."""
     from offline_gitd.leaderboard.plot import render_figures
     from offline_gitd.leaderboard.show import load_scored
     from offline_gitd.leaderboard.stats import summarise
 
-    scored, baseline_key = load_scored(board, baseline, normalise, envs, methods)
+    scored, baseline_key = load_scored(board, baseline, normalise, env_patterns, method_patterns)
     summaries = summarise(scored, baseline_key, reps, seed)
-    figures = render_figures(scored, summaries, baseline_key, normalise, reps, seed)
-    return Analysis(scored, summaries, baseline_key, figures)
+    data, figures = render_figures(scored, summaries, baseline_key, normalise, reps, seed, **figure_options)
+    return Analysis(scored, summaries, baseline_key, figures, data)
 
 
 def publish(board: Path, analysis: Analysis, normalise: str, out_dir: Path) -> tuple[list[Path], Path]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
 from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.scalars import add_output_arguments, outputs_from_args
 
 EXAMPLES = """examples:
   offline_gitd train --dataset rlu-atari:Pong/1:0-4 --critic gitd --K 5 --seeds 0-4 --epochs 10 --out runs/pong-gitd
@@ -37,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "any other flag must match the run's",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    add_output_arguments(parser)
     parser.set_defaults(func=_train)
 
 
@@ -64,8 +65,9 @@ def _train(args: argparse.Namespace) -> int:
             progress=args.progress,
             overwrite=args.overwrite,
             command_line=getattr(args, "argv", None),
+            outputs=outputs_from_args(args),
         )
     print(f"run directory: {run_dir}")
-    for name in ("config.json", "metrics.csv", "results.csv", "checkpoints"):
+    for name in ("config.json", "metrics.csv", "results.csv", "checkpoints", *(("tb",) if args.tensorboard else ())):
         print(f"  {run_dir / name}")
     return 0

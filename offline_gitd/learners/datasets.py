@@ -9,6 +9,7 @@ keeping its first ``fraction`` of episodes; evaluation runs on ``recover_environ
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
 from offline_gitd.data.paths import data_dir_flag, data_root, minari_datasets_dir, rlu_raw_dir, use_minari_root
 from offline_gitd.data.registry import MinariId, RluAtariId, format_checkpoints, load_rlu_registry, parse_dataset_id
 from offline_gitd.data.replay import Replay
-from offline_gitd.envs.make import describe_spaces, make_env
+from offline_gitd.envs.make import SpaceInfo, describe_spaces, make_env
 from offline_gitd.errors import UsageError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.run import OfflineData
@@ -61,17 +62,47 @@ def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
         reward="clipped" if cfg.clip_rewards else "unclipped",
     )
     replay = Replay(store, stack=4, n_step=cfg.n_step, gamma=cfg.gamma)
-
-    def make_eval_env(seed: int) -> Any:
-        return make_env(f"atari:{parsed.game}", seed, max_steps=cfg.horizon)
-
-    spaces = describe_spaces(make_eval_env(0))
+    make_eval_env, spaces = _rlu_eval_env(cfg, parsed)
     if int(np.max(store.actions)) >= spaces.action_size:
         raise UsageError(
             f"{parsed} has action {int(np.max(store.actions))} but {parsed.game}'s minimal action set has "
             f"{spaces.action_size}: the data and the environment disagree"
         )
     return OfflineData("atari", replay, make_eval_env, spaces, "atari", parsed.game, str(parsed))
+
+
+def eval_env_factory(cfg: OfflineConfig, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
+    """The evaluation env of the (resolved) config's dataset, ``seed -> env``, and its spaces,
+    without reading the data (a trained run is evaluated from this). ``make_kw`` reaches the env's
+    constructor (``render_mode="rgb_array"`` to film it)."""
+    parsed = parse_dataset_id(cfg.dataset)
+    if isinstance(parsed, RluAtariId):
+        return _rlu_eval_env(cfg, parsed, **make_kw)
+    return _minari_eval_env(cfg, _load_minari(parsed.dataset_id, cfg.data_dir), **make_kw)
+
+
+def _rlu_eval_env(cfg: OfflineConfig, parsed: RluAtariId, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
+    def make_eval_env(seed: int) -> Any:
+        return make_env(f"atari:{parsed.game}", seed, max_steps=cfg.horizon, **make_kw)
+
+    probe = make_eval_env(0)
+    spaces = describe_spaces(probe)
+    probe.close()
+    return make_eval_env, spaces
+
+
+def _minari_eval_env(cfg: OfflineConfig, dataset: Any, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
+    env_kwargs = {"max_episode_steps": cfg.horizon} if cfg.horizon else {}
+
+    def make_eval_env(seed: int) -> Any:
+        env = _minari_env(dataset, **env_kwargs, **make_kw)
+        env.reset(seed=seed)
+        return env
+
+    probe = _minari_env(dataset, **env_kwargs)
+    spaces = describe_spaces(probe)
+    probe.close()
+    return make_eval_env, spaces
 
 
 def _load_minari(dataset_id: str, data_dir: str | None = None) -> Any:
@@ -115,8 +146,7 @@ def _open_minari(cfg: OfflineConfig, parsed: MinariId) -> OfflineData:
     from offline_gitd.data.minari_source import minari_store
 
     dataset = _load_minari(parsed.dataset_id, cfg.data_dir)
-    env_kwargs = {"max_episode_steps": cfg.horizon} if cfg.horizon else {}
-    spaces = describe_spaces(_minari_env(dataset, **env_kwargs))
+    make_eval_env, spaces = _minari_eval_env(cfg, dataset)
     episodes = dataset.episode_indices
     keep = max(1, math.ceil(cfg.fraction * len(episodes) - 1e-9))
     try:
@@ -124,11 +154,6 @@ def _open_minari(cfg: OfflineConfig, parsed: MinariId) -> OfflineData:
     except (OSError, KeyError) as err:  # h5py reads episodes lazily: damage may show only here
         raise damaged_minari(parsed.dataset_id, minari_datasets_dir(cfg.data_dir), err) from None
     replay = Replay(store, n_step=cfg.n_step, gamma=cfg.gamma)
-
-    def make_eval_env(seed: int) -> Any:
-        env = _minari_env(dataset, **env_kwargs)
-        env.reset(seed=seed)
-        return env
 
     domain = "continuous" if spaces.action_kind == "continuous" else "gym"
     return OfflineData(domain, replay, make_eval_env, spaces, "minari", parsed.dataset_id, str(parsed))

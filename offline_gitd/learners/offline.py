@@ -14,21 +14,28 @@ from typing import Any
 import numpy as np
 
 from offline_gitd.config_cli import resume_changes
+from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.family import Family, make_discrete_family
 from offline_gitd.learners.run import OfflineData, run_offline
 from offline_gitd.learners.rundir import absolute, check_run_dir
+from offline_gitd.scalars import Outputs
 
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
     """The discrete (CQL-DQN) or continuous (CQL-SAC) family for the dataset's action space."""
-    obs_example = data.replay.sample(1, np.random.default_rng(0)).obs
+    return family_for(cfg, data.spaces, data.replay.sample(1, np.random.default_rng(0)).obs)
+
+
+def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -> Family:
+    """:func:`build_family` from the spaces and one network input (batch of 1) alone: what loading
+    a trained run needs, without reading its dataset."""
     common = dict(mlp_hidden=cfg.hidden_sizes, lr=cfg.lr, adam_eps=cfg.adam_eps, cql_alpha=cfg.cql_alpha)
-    if data.spaces.action_kind == "discrete":
+    if spaces.action_kind == "discrete":
         return make_discrete_family(
             cfg.critic_config(),
-            data.spaces.action_size,
+            spaces.action_size,
             obs_example,
             torso=cfg.torso,
             head_hidden=cfg.head_hidden,
@@ -38,9 +45,7 @@ def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
         raise ConfigError(f"continuous actions need the mlp torso, got --torso {cfg.torso}")
     from offline_gitd.learners.family import make_continuous_family
 
-    return make_continuous_family(
-        cfg.critic_config(), data.spaces.action_size, obs_example, data.spaces.action_bounds, **common
-    )
+    return make_continuous_family(cfg.critic_config(), spaces.action_size, obs_example, spaces.action_bounds, **common)
 
 
 def resolve_config(cfg: OfflineConfig) -> OfflineConfig:
@@ -71,11 +76,13 @@ def train(
     progress: bool = True,
     overwrite: bool = False,
     command_line: Sequence[str] | None = None,
+    outputs: Outputs | None = None,
 ) -> Path:
     """Train as ``cfg`` says (resolving domain defaults first) and return the run directory.
 
     Everything is validated (flags, run directory, dataset, network against observations) before
-    the run directory is written; ``command_line`` is recorded in its provenance.
+    the run directory is written; ``command_line`` is recorded in its provenance; ``outputs`` says
+    where the scalars go besides ``metrics.csv`` (TensorBoard, wandb).
     """
     from offline_gitd.learners.datasets import open_offline_data
 
@@ -86,7 +93,14 @@ def train(
     check_torso(cfg.torso, data.spaces.obs_shape, data.description)
     family = build_family(cfg, data)
     return run_offline(
-        cfg, data, family, resume=resume, progress=progress, overwrite=overwrite, command_line=command_line
+        cfg,
+        data,
+        family,
+        resume=resume,
+        progress=progress,
+        overwrite=overwrite,
+        command_line=command_line,
+        outputs=outputs,
     )
 
 

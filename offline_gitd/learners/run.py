@@ -18,12 +18,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 from offline_gitd import __version__
 from offline_gitd.batch import Batch
 from offline_gitd.envs.make import SpaceInfo, evaluate_policies
 from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.reference import d4rl_normalised, d4rl_reference
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.drivers import choose_driver
 from offline_gitd.learners.family import Family
@@ -38,6 +38,8 @@ from offline_gitd.learners.rundir import (
     open_run_dir,
     result_row,
 )
+from offline_gitd.progress import Progress
+from offline_gitd.scalars import Outputs, ScalarLog
 
 # Per-sample vectors are for prioritised replay, not for logs.
 _UNLOGGED = ("td_abs",)
@@ -78,6 +80,16 @@ def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
     return flat
 
 
+def _eval_stats(returns: np.ndarray, d4rl: tuple[float, float] | None) -> dict[str, float]:
+    """An evaluation's mean and std of returns and, where D4RL has a reference for the env, its
+    D4RL-normalised mean (CORL logs the same three)."""
+    mean = float(np.mean(returns)) if len(returns) else float("nan")
+    stats = {"eval_return": mean, "eval_return_std": float(np.std(returns)) if len(returns) else float("nan")}
+    if d4rl is not None:
+        stats["eval_d4rl_score"] = d4rl_normalised(mean, d4rl)
+    return stats
+
+
 def run_offline(
     cfg: OfflineConfig,
     data: OfflineData,
@@ -87,12 +99,14 @@ def run_offline(
     progress: bool = True,
     overwrite: bool = False,
     command_line: Sequence[str] | None = None,
+    outputs: Outputs | None = None,
 ) -> Path:
     """Train ``family`` on ``data`` as ``cfg`` says; returns the run directory.
 
     The run directory is written only once the training state exists (a network that does not
     fit the data fails before), so a failed start leaves no half-made run behind.
     """
+    outputs = outputs or Outputs()
     run_dir = Path(cfg.out)
     seeds = cfg.seed_list
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
@@ -112,7 +126,7 @@ def run_offline(
     }
     provenance = open_run_dir(run_dir, record, made_by, resume, overwrite)
     algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
-    checkpoints = Checkpoints(run_dir)
+    checkpoints = Checkpoints(run_dir, outputs.keep_checkpoints)
     start_epoch = 0
     if resume:
         start_epoch, state, _ = checkpoints.restore_newest_intact(state)
@@ -120,7 +134,16 @@ def run_offline(
     results_log = CsvLog(run_dir / RESULTS_FILE, RESULT_COLUMNS)
     for log in (metrics_log, results_log):
         log.drop_after("step", start_epoch * cfg.steps_per_epoch)
+    scalars = ScalarLog(
+        run_dir,
+        seeds,
+        provenance["config"],
+        outputs,
+        name=provenance["run_id"],
+        resume_step=start_epoch * cfg.steps_per_epoch,
+    )
 
+    d4rl = d4rl_reference(data.suite, data.env_name)
     feed = ChunkFeed(data.replay, cfg.batch_size, choose_driver(cfg.driver, cfg.torso), cfg.frames)
     run_chunk = feed.runner(family.step)
     # acts for every seed at once, each seed's state on that seed's observations [seeds, envs, ...]
@@ -130,13 +153,7 @@ def run_offline(
         rngs = [np.random.default_rng([seed, epoch]) for seed in seeds]
         sums: dict[str, np.ndarray] = {}
         done = 0
-        bar = tqdm(
-            total=cfg.steps_per_epoch,
-            desc=f"epoch {epoch}/{cfg.epochs}",
-            unit="step",
-            disable=not progress,
-            leave=False,
-        )
+        bar = Progress(cfg.steps_per_epoch, f"epoch {epoch}/{cfg.epochs}", enabled=progress, leave=False)
         # the next chunk is sampled and sent to the device while this one runs
         for count, chunk in feed.epoch(rngs, cfg.steps_per_epoch, cfg.updates_per_call):
             state, aux = run_chunk(state, chunk)
@@ -166,7 +183,7 @@ def run_offline(
                 "epoch": epoch,
                 "step": step,
                 "seed": seed,
-                "eval_return": float(np.mean(returns[i])) if len(returns[i]) else float("nan"),
+                **_eval_stats(returns[i], d4rl),
             }
             row.update(_flatten_metrics({name: total[i] / cfg.steps_per_epoch for name, total in sums.items()}))
             row["epoch_seconds"] = round(elapsed, 3)
@@ -179,13 +196,14 @@ def run_offline(
                 )
         metrics_log.append(metric_rows)
         results_log.append(result_rows)
+        scalars.log(metric_rows)
         checkpoints.save(epoch, state)
-        if progress:
-            mean_return = np.mean([r["eval_return"] for r in metric_rows])
-            print(
-                f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
-                f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s"
-            )
+        mean_return = np.mean([r["eval_return"] for r in metric_rows])
+        bar.write(
+            f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
+            f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s"
+        )
+    scalars.close()
     return run_dir
 
 

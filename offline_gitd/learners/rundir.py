@@ -185,17 +185,18 @@ def _complete(row: Mapping[str | None, Any], columns: Sequence[str], column: str
 
 
 class Checkpoints:
-    """orbax checkpoints of the training state, one per completed epoch (all kept: they are small
-    next to the data, and a diverged run must still find its last good one).
+    """orbax checkpoints of the training state, one per completed epoch (all kept by default: they
+    are small next to the data, and a diverged run must still find its last good one); ``keep``
+    keeps only the newest ``keep``.
 
     Each save is sealed by ``<step>.sha256`` beside it (a digest of every file, taken from the disk
     once orbax has finished): a step without its digest never finished saving, and one whose files
     no longer match it is damaged. Resume takes the newest step that is intact.
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, keep: int | None = None) -> None:
         self.directory = (run_dir / CHECKPOINTS).absolute()
-        self.manager = ocp.CheckpointManager(self.directory)
+        self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep))
 
     def save(self, epoch: int, state: Any) -> None:
         """Save and seal; Ctrl-C waits for both, so no half-written step is ever left behind."""

@@ -37,6 +37,7 @@ from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.train import inspect_env, train
+from offline_gitd.scalars import Outputs
 
 # Horizons of the Gym data-collection table (REFERENCE "Offline Gym ablation").
 COLLECT_HORIZONS = {"LunarLander-v3": 500, "MountainCar-v0": 200}
@@ -136,7 +137,7 @@ def _final_return(run_dir: Path) -> float:
     return float(np.mean(returns[-FINAL_EPISODES:]))
 
 
-def collect(request: CollectRequest, *, progress: bool = True) -> Path:
+def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs | None = None) -> Path:
     """Train (or run) the behaviour policy, record everything, write the dataset; returns the
     Minari root it went to."""
     use_minari_root(request.data_dir)
@@ -164,7 +165,7 @@ def collect(request: CollectRequest, *, progress: bool = True) -> Path:
         return collectors[-1]
 
     try:
-        train(cfg, progress=progress, wrap_env=record)
+        train(cfg, progress=progress, wrap_env=record, outputs=outputs)
         (collector,) = collectors
         config = json.loads((run_dir / "config.json").read_text())["config"]
         scores: dict[str, float] = {}

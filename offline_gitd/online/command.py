@@ -8,6 +8,7 @@ from pathlib import Path
 
 from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.scalars import add_output_arguments, outputs_from_args
 
 DQN_EXAMPLES = """\
   offline_gitd online dqn --env Pong --critic gitd --K 5 --steps 10000000 --seeds 0-2 --out runs/pong-gidqn
@@ -68,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "any other flag must match the run's",
         )
         parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
-        parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+        add_output_arguments(parser)
         parser.set_defaults(func=_online)
 
     collect = subparsers.add_parser(
@@ -110,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--run-dir", default=None, help="keep the behaviour agent's run directory here (default: a temporary one)"
     )
     collect.add_argument("--overwrite", action="store_true", help="replace an existing local dataset with this id")
-    collect.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    add_output_arguments(collect, checkpoints=False)
     collect.set_defaults(func=_collect)
 
 
@@ -143,9 +144,17 @@ def _online(args: argparse.Namespace) -> int:
             progress=args.progress,
             overwrite=args.overwrite,
             command_line=getattr(args, "argv", None),
+            outputs=outputs_from_args(args),
         )
     print(f"run directory: {run_dir}")
-    for name in ("config.json", "metrics.csv", "episodes.csv", "results.csv", "checkpoints"):
+    for name in (
+        "config.json",
+        "metrics.csv",
+        "episodes.csv",
+        "results.csv",
+        "checkpoints",
+        *(("tb",) if args.tensorboard else ()),
+    ):
         print(f"  {run_dir / name}")
     return 0
 
@@ -170,7 +179,7 @@ def _collect(args: argparse.Namespace) -> int:
         run_dir=args.run_dir,
         overwrite=args.overwrite,
     )
-    where = collect(request, progress=args.progress)
+    where = collect(request, progress=args.progress, outputs=outputs_from_args(args))
     print(f"dataset {args.out} written to {where}")
     from offline_gitd.data.paths import data_dir_flag
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,6 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
-from tqdm import tqdm
 
 from offline_gitd import __version__
 from offline_gitd.batch import Batch
@@ -54,10 +54,14 @@ from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.replay import WindowedReplay
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.online.train import EnvInfo, obs_example
+from offline_gitd.progress import Progress
+from offline_gitd.scalars import Outputs, ScalarLog
 
 EPISODES_FILE = "episodes.csv"
 HOST_STATE = "host_state"
 EPISODE_COLUMNS = ("step", "seed", "episode", "return", "length")
+# The final summary's mean return is over the last this-many episodes of every seed.
+SUMMARY_EPISODES = 10
 
 
 def _loggable(aux: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -98,11 +102,12 @@ class SeedSlot:
         return state
 
 
-def _make_env(cfg: OnlineConfig, info: EnvInfo, seed: int) -> gym.Env:
-    """Learning sees unclipped env rewards; clipping happens when storing (returns stay scores)."""
+def _make_env(cfg: OnlineConfig, info: EnvInfo, seed: int, **make_kw: Any) -> gym.Env:
+    """Learning sees unclipped env rewards; clipping happens when storing (returns stay scores).
+    ``make_kw`` reaches the env's constructor (``offline_gitd evaluate --video`` renders)."""
     if info.frames:
-        return make_env(info.env_id, seed, max_steps=cfg.horizon)
-    return make_env(info.env_id, seed, **({"max_episode_steps": cfg.horizon} if cfg.horizon else {}))
+        return make_env(info.env_id, seed, max_steps=cfg.horizon, **make_kw)
+    return make_env(info.env_id, seed, **({"max_episode_steps": cfg.horizon} if cfg.horizon else {}), **make_kw)
 
 
 def _new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
@@ -163,6 +168,7 @@ class OnlineRun:
         progress: bool,
         wrap_env: Callable[[gym.Env], gym.Env] | None,
         open_dir: Callable[[], dict[str, Any]],
+        outputs: Outputs | None = None,
     ) -> None:
         """``open_dir`` writes the run directory; it is called once the networks exist (a network
         that does not fit the env fails before), and returns what config.json then says."""
@@ -171,6 +177,7 @@ class OnlineRun:
         self.utd = utd_fraction(cfg.utd)
         self.wrap_env = wrap_env or (lambda env: env)
         self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
+        self.outputs = outputs or Outputs()
         self.driver = choose_driver(cfg.driver, cfg.torso)
         self.run_chunk = make_chunk_runner(family.step, self.driver)
         seeds = jnp.asarray(self.seeds)
@@ -190,7 +197,7 @@ class OnlineRun:
             self.policy = lambda state, obs, step: explore(state, obs, seeds, step)
         self.metric_columns = self._metric_columns(family, info)
         self.provenance = open_dir()
-        self.checkpoints = Checkpoints(run_dir)
+        self.checkpoints = Checkpoints(run_dir, self.outputs.keep_checkpoints)
         self.slots: list[SeedSlot] = []
         self.updates = 0
         self.window: dict[str, Any] = {}
@@ -364,6 +371,7 @@ class OnlineRun:
                 "updates": self.updates,
                 "episodes": len(returns),
                 "episode_return": float(np.mean(returns)) if returns else float("nan"),
+                "episode_return_std": float(np.std(returns)) if returns else float("nan"),
             }
             if epsilon is not None:
                 row["epsilon"] = epsilon
@@ -393,10 +401,17 @@ class OnlineRun:
         }
         for log in logs.values():
             log.drop_after("step", start)
-        bar = tqdm(
-            total=cfg.steps, initial=start, unit="step", desc=f"{cfg.algo} {self.info.name}", disable=not self.progress
+        scalars = ScalarLog(
+            self.run_dir,
+            self.seeds,
+            self.provenance["config"],
+            self.outputs,
+            name=self.provenance["run_id"],
+            resume_step=start,
         )
-        started = time.perf_counter()
+        bar = Progress(cfg.steps, f"{cfg.algo} {self.info.name}", initial=start, enabled=self.progress)
+        recent = {seed: deque(maxlen=SUMMARY_EPISODES) for seed in self.seeds}
+        run_started = started = time.perf_counter()
         for step in range(start + 1, cfg.steps + 1):
             self._env_step(step)
             count = updates_after_step(step, self.utd, cfg.initial_samples)
@@ -405,17 +420,48 @@ class OnlineRun:
             bar.update(1)
             checkpoint = step % cfg.checkpoint_every == 0 or step == cfg.steps
             if step % cfg.log_every == 0 or checkpoint:
-                rows = self._log(step, time.perf_counter() - started, logs)
+                episodes = self.window.get("episodes", [])
+                for episode in episodes:
+                    recent[episode["seed"]].append(episode["return"])
+                elapsed = time.perf_counter() - started
+                rows = self._log(step, elapsed, logs)
+                scalars.log(rows)
                 started = time.perf_counter()
                 returns = [r["episode_return"] for r in rows if np.isfinite(r["episode_return"])]
                 if returns:
                     bar.set_postfix(ret=f"{np.mean(returns):.4g}", updates=self.updates)
+                bar.write(_window_line(step, cfg.steps, episodes, self.updates, elapsed))
             if checkpoint:
                 self.save(step)
         bar.close()
+        scalars.close()
+        bar.write(
+            _summary_line(
+                cfg,
+                self.info.name,
+                start,
+                [r for returns in recent.values() for r in returns],
+                time.perf_counter() - run_started,
+            )
+        )
         if self.owns_envs:
             for slot in self.slots:
                 slot.env.close()
+
+
+def _window_line(step: int, steps: int, episodes: list[dict[str, Any]], updates: int, seconds: float) -> str:
+    """One line per logging window: what a log reader needs to follow a run without the CSVs."""
+    returns = [e["return"] for e in episodes]
+    ret = f"return {np.mean(returns):.2f} over {len(returns)} episode(s)" if returns else "no episode finished"
+    return f"step {step}/{steps}: {ret}, {updates} updates, {seconds:.1f}s"
+
+
+def _summary_line(cfg: OnlineConfig, env_name: str, start: int, recent: list[float], seconds: float) -> str:
+    """The run's last line: steps done, mean return of the last episodes, wall time."""
+    ret = (
+        f"mean return {np.mean(recent):.2f} over the last {len(recent)} episode(s)" if recent else "no episode finished"
+    )
+    return f"{cfg.algo} {env_name}: {cfg.steps - start} env steps ({cfg.steps} total), {ret}, {seconds:.1f}s wall time"
 
 
 def run_online(
@@ -428,6 +474,7 @@ def run_online(
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
     overwrite: bool = False,
     command_line: Sequence[str] | None = None,
+    outputs: Outputs | None = None,
 ) -> Path:
     """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
 
@@ -450,5 +497,5 @@ def run_online(
     def open_dir() -> dict[str, Any]:
         return open_run_dir(run_dir, record, made_by, resume, overwrite)
 
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, open_dir).run(resume)
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, open_dir, outputs).run(resume)
     return run_dir

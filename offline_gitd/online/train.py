@@ -22,6 +22,7 @@ from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, mak
 from offline_gitd.errors import ConfigError, UsageError
 from offline_gitd.learners.family import Family, make_continuous_family, make_discrete_family
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.scalars import Outputs
 
 ALGO_ACTIONS = {"dqn": "discrete", "sac": "continuous"}
 
@@ -114,6 +115,7 @@ def train(
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
     overwrite: bool = False,
     command_line: Sequence[str] | None = None,
+    outputs: Outputs | None = None,
 ) -> Path:
     """Run ``cfg`` (resolving the env's defaults first) and return the run directory; nothing is
     written until the flags, the run directory, the env and the networks have been checked."""
@@ -133,6 +135,7 @@ def train(
         wrap_env=wrap_env,
         overwrite=overwrite,
         command_line=command_line,
+        outputs=outputs,
     )
 
 

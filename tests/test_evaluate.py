@@ -1,0 +1,131 @@
+"""Using a trained agent: ``load_run`` (policy, metrics, evaluate), ``offline_gitd evaluate``,
+videos, and the evaluation statistics logged during training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+
+import offline_gitd
+from offline_gitd.cli import main
+from offline_gitd.leaderboard.reference import d4rl_reference, d4rl_scores
+from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.learners.offline import train
+from offline_gitd.learners.run import _eval_stats
+from tests.minari_fixtures import record_random_dataset
+
+DATASET = "tests/cartpole/eval-v0"
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory) -> Path:
+    """A two-seed, two-epoch offline run on a random CartPole dataset."""
+    root = tmp_path_factory.mktemp("eval")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
+        record_random_dataset(DATASET, "CartPole-v1", steps=800)
+        cfg = OfflineConfig(
+            dataset=f"minari:{DATASET}",
+            out=str(root / "run"),
+            critic="gitd",
+            K=2,
+            T=20,
+            mlp_hidden="16",
+            epochs=2,
+            steps_per_epoch=40,
+            eval_episodes=3,
+            seeds="0-1",
+            updates_per_call=20,
+            batch_size=16,
+        )
+        train(cfg, progress=False)
+    return root
+
+
+@pytest.fixture
+def run_dir(offline_run, monkeypatch) -> Path:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(offline_run / "minari"))
+    return offline_run / "run"
+
+
+def test_load_run_reproduces_the_training_evaluation(run_dir) -> None:
+    run = offline_gitd.load_run(run_dir)
+    assert run.kind == "offline" and run.seeds == [0, 1] and run.checkpoints() == [1, 2]
+    metrics = run.metrics
+    assert isinstance(metrics, pd.DataFrame) and len(metrics) == 4
+    for seed in run.seeds:
+        # the training loop's evaluation seed of epoch 2 (learners/run.py): same episodes, same returns
+        eval_seed = int(np.random.SeedSequence([seed, 2, 1]).generate_state(1)[0])
+        returns = run.evaluate(3, seed, 2, eval_seed=eval_seed)
+        logged = metrics[(metrics.seed == seed) & (metrics.epoch == 2)].iloc[0]
+        assert returns.mean() == pytest.approx(logged.eval_return)
+        assert returns.std() == pytest.approx(logged.eval_return_std)
+
+
+def test_policy_is_a_callable_of_one_observation(run_dir) -> None:
+    run = offline_gitd.load_run(run_dir)
+    act = run.policy(seed=1, epoch=1)
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=0)
+    action = act(obs)
+    assert isinstance(action, int) and env.action_space.contains(action)
+    env.step(action)
+
+
+def test_cli_prints_mean_and_std_and_films(run_dir, tmp_path, capsys) -> None:
+    video = tmp_path / "agent.mp4"
+    assert main(["evaluate", str(run_dir), "--episodes", "2", "--video", str(video)]) == 0
+    out = capsys.readouterr().out
+    assert "seed 0 at epoch 2: return" in out and "+-" in out and "seed 1 at epoch 2" in out
+    capture = cv2.VideoCapture(str(video))
+    frames = 0
+    while capture.read()[0]:
+        frames += 1
+    assert frames >= 9  # a CartPole episode lasts at least 9 steps (plus the first frame)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--epoch", "7"], "no checkpoint at epoch 7"),
+        (["--seed", "5"], "seed 5 is not in"),
+        (["--episodes", "0"], "--episodes must be >= 1"),
+        (["--video", "out.gif"], ".mp4 or .avi"),
+    ],
+)
+def test_bad_input_is_one_line(run_dir, capsys, argv, message) -> None:
+    assert main(["evaluate", str(run_dir), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_not_a_run_directory(tmp_path, capsys) -> None:
+    assert main(["evaluate", str(tmp_path)]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_online_run_policy_and_episodes(tmp_path) -> None:
+    argv = ["online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--steps", "100", "--mlp-hidden", "8"]
+    argv += ["--batch-size", "8", "--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "50"]
+    assert main([*argv, "--out", str(tmp_path / "run"), "--no-progress", "--no-tensorboard"]) == 0
+    run = offline_gitd.load_run(tmp_path / "run")
+    assert run.kind == "online" and run.checkpoints() == [50, 100]
+    assert len(run.episodes) > 0 and set(run.results["step"]) == {50, 100}
+    returns = run.evaluate(2, epoch=50)
+    assert returns.shape == (2,) and np.all(returns >= 8)
+
+
+def test_eval_stats_log_std_and_d4rl_score() -> None:
+    low, high = d4rl_scores()["hopper-medium-v2"]
+    assert d4rl_reference("minari", "mujoco/hopper/medium-v0") == (low, high)
+    stats = _eval_stats(np.array([low, high]), d4rl_reference("minari", "mujoco/hopper/medium-v0"))
+    assert stats == pytest.approx(
+        {"eval_return": (low + high) / 2, "eval_return_std": (high - low) / 2, "eval_d4rl_score": 50.0}
+    )
+    assert d4rl_reference("gym", "CartPole-v1") is None
+    assert set(_eval_stats(np.array([1.0]), None)) == {"eval_return", "eval_return_std"}
