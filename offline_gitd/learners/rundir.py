@@ -9,6 +9,7 @@ the checkpoint never duplicates or loses an epoch.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from offline_gitd.config_cli import resume_changes
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.schema import COLUMNS
 
@@ -96,6 +98,18 @@ def open_run_dir(
         return record_resume(run_dir, record["config"], made_by)
     start_run_dir(run_dir, record, overwrite)
     return dict(record)
+
+
+def resumed_config(
+    cls: type, run_dir: Path, given: Mapping[str, Any] | None, extendable: str, free: tuple[str, ...]
+) -> Any:
+    """The saved config (a ``cls``) of the run in ``run_dir``, wherever that directory now is,
+    with the flags ``given`` on the command line: ``extendable`` (the run's length) may grow,
+    ``free`` fields may change, any other difference is refused (DESIGN §9)."""
+    saved = read_config(run_dir)["config"]
+    changes = resume_changes(saved, dict(given or {}), extendable, free)
+    changes["out"] = str(run_dir)
+    return dataclasses.replace(cls(**saved), **changes)
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:
