@@ -16,6 +16,8 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.learners.rundir import Checkpoints
 from tests.minari_fixtures import record_random_dataset
 
+pytestmark = pytest.mark.usefixtures("jax_compilation_cache")
+
 DATASET = "tests/cartpole/rundir-v0"
 SMALL = [
     "--critic", "gitd", "--K", "2", "--T", "20", "--mlp-hidden", "8", "--steps-per-epoch", "20",
