@@ -6,8 +6,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
+
 from offline_gitd.cli import main
 from offline_gitd.data.paths import minari_datasets_dir
+
+pytestmark = pytest.mark.usefixtures("jax_compilation_cache")
 
 
 def test_minari_root_follows_the_data_root() -> None:

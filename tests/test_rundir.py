@@ -16,6 +16,8 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.learners.rundir import Checkpoints
 from tests.minari_fixtures import record_random_dataset
 
+pytestmark = pytest.mark.usefixtures("jax_compilation_cache")
+
 DATASET = "tests/cartpole/rundir-v0"
 SMALL = [
     "--critic", "gitd", "--K", "2", "--T", "20", "--mlp-hidden", "8", "--steps-per-epoch", "20",
@@ -128,6 +130,9 @@ def test_overwrite_replaces_a_run(train_args, tmp_path, capsys) -> None:
     capsys.readouterr()
     assert main([*train_args, "--epochs", "1", "--out", str(run)]) == 2
     assert "--overwrite" in _one_error(capsys)
+    bad = [*train_args, "--epochs", "1", "--out", str(run), "--overwrite", "--torso", "nature"]
+    assert main(bad) == 2 and "--torso mlp" in _one_error(capsys)
+    assert _config(run)["run_id"] == first_id and Checkpoints(run).latest() == 2  # a failed start loses nothing
     assert main([*train_args, "--epochs", "1", "--out", str(run), "--overwrite"]) == 0
     assert _config(run)["run_id"] != first_id and Checkpoints(run).latest() == 1
 

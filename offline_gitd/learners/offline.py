@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from offline_gitd.config_cli import resume_changes
 from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.family import Family, make_discrete_family
 from offline_gitd.learners.run import OfflineData, run_offline
-from offline_gitd.learners.rundir import absolute, check_run_dir
+from offline_gitd.learners.rundir import absolute, check_run_dir, resumed_config
 from offline_gitd.scalars import Outputs
 
 
@@ -120,9 +119,4 @@ RESUME_FREE = ("out", "data_dir", "frames")
 def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OfflineConfig:
     """The saved config of the run in ``run_dir`` (wherever it now is), with the flags ``given``
     on the command line: ``--epochs`` may extend the run, any other difference is refused."""
-    from offline_gitd.learners.rundir import read_config
-
-    saved = read_config(run_dir)["config"]
-    changes = resume_changes(saved, dict(given or {}), "epochs", RESUME_FREE)
-    changes["out"] = str(run_dir)
-    return dataclasses.replace(OfflineConfig(**saved), **changes)
+    return resumed_config(OfflineConfig, run_dir, given, "epochs", RESUME_FREE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -25,6 +26,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
+from offline_gitd.config_cli import resume_changes
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.schema import COLUMNS
 from offline_gitd.learners.integrity import (
@@ -105,6 +107,18 @@ def open_run_dir(
         return record_resume(run_dir, record["config"], made_by)
     start_run_dir(run_dir, record, overwrite)
     return dict(record)
+
+
+def resumed_config(
+    cls: type, run_dir: Path, given: Mapping[str, Any] | None, extendable: str, free: tuple[str, ...]
+) -> Any:
+    """The saved config (a ``cls``) of the run in ``run_dir``, wherever that directory now is,
+    with the flags ``given`` on the command line: ``extendable`` (the run's length) may grow,
+    ``free`` fields may change, any other difference is refused (DESIGN §9)."""
+    saved = read_config(run_dir)["config"]
+    changes = resume_changes(saved, dict(given or {}), extendable, free)
+    changes["out"] = str(run_dir)
+    return dataclasses.replace(cls(**saved), **changes)
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:

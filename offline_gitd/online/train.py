@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from offline_gitd.config_cli import resume_changes
 from offline_gitd.envs.atari import RLU_GAMES, resolve_game
 from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, make_env
 from offline_gitd.errors import ConfigError, UsageError
@@ -142,9 +141,6 @@ def train(
 def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OnlineConfig:
     """The saved config of the run in ``run_dir`` (wherever it now is), with the flags ``given``
     on the command line: ``--steps`` may extend the run, any other difference is refused."""
-    from offline_gitd.learners.rundir import read_config
+    from offline_gitd.learners.rundir import resumed_config
 
-    saved = read_config(run_dir)["config"]
-    changes = resume_changes(saved, dict(given or {}), "steps", ("out",))
-    changes["out"] = str(run_dir)
-    return dataclasses.replace(OnlineConfig(**saved), **changes)
+    return resumed_config(OnlineConfig, run_dir, given, "steps", ("out",))
