@@ -68,7 +68,7 @@ def test_feed_gives_each_seed_its_own_sample_chunk(episodes, driver, frames):
     feed = ChunkFeed(replay, batch_size=4, driver=driver, frames=frames, workers=4)  # host: 2 parts per seed
     assert feed.placement == frames
     run = feed.runner(recording_step)
-    seeds = [0, 1, 2]
+    seeds = [7] if driver == "loop" else [0, 1, 2]  # one seed takes its own (view) path
     counts = [3, 2]
     state = jnp.zeros(len(seeds))
     got = []

@@ -423,7 +423,7 @@ class Replay:
         """:meth:`batch_at` as :class:`FrameRefs` into the store (see :meth:`sample_refs_chunk`)."""
         rows = np.asarray(rows, np.int64)
         starts, ends = self.store.locate(rows)
-        reward, discount, next_rows = self.n_step_targets(rows)
+        reward, discount, next_rows = self.n_step_targets(rows, ends)
         actions = self.store.actions[rows].astype(np.int32)
         window = rows[:, None] + np.arange(1 - self.stack, self.n_step + 1)
         # Positions past the next observation are never read; clipping keeps them in the episode.
@@ -452,15 +452,19 @@ class Replay:
         self._tree.update(np.asarray(rows, np.int64), priorities)
         self._max_priority = max(self._max_priority, float(priorities.max(initial=0.0)))
 
-    def n_step_targets(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def n_step_targets(
+        self, rows: np.ndarray, ends: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(reward, discount, next_row)`` of the n-step transition from each row.
 
         Walk at most ``n_step`` transitions: stop after a terminal one (discount 0), or on
         reaching a row that starts no transition (a truncated episode's end: bootstrap from it
-        with ``gamma**m``, m the transitions taken).
+        with ``gamma**m``, m the transitions taken). ``ends``: the rows' episode ends, if the
+        caller has them already.
         """
         store = self.store
-        _, ends = store.locate(rows)
+        if ends is None:
+            _, ends = store.locate(rows)
         rewards, terminals = store.rewards, store.terminals
         current = np.asarray(rows, np.int64).copy()
         total = np.zeros(len(current), np.float64)

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from offline_gitd.batch import FrameRefs, expand_frame_refs
 
 DRIVERS = ("auto", "scan", "loop")
+Step = Callable[[Any, Any], tuple[Any, dict[str, Any]]]
 
 
 class FrameChunk(NamedTuple):
@@ -39,9 +40,6 @@ class FrameChunk(NamedTuple):
 
     pool: Any
     refs: FrameRefs
-
-
-Step = Callable[[Any, Any], tuple[Any, dict[str, Any]]]
 
 
 def choose_driver(requested: str, torso: str, backend: str | None = None) -> str:
