@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import pickle
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.errors import ConfigError
+from offline_gitd.learners.integrity import read_sealed_pickle
 from offline_gitd.learners.run import TrainingDiverged
 from offline_gitd.learners.rundir import Checkpoints
 from offline_gitd.online.config import OnlineConfig
@@ -177,8 +177,7 @@ def test_dqn_smoke_on_cartpole(tmp_path):
 
 def test_per_and_n_step_wiring(tmp_path):
     run_dir = train(tiny(tmp_path / "run", per=True, n_step=3, steps=200), progress=False)
-    with (run_dir / "host_state" / "200.pkl").open("rb") as f:
-        replay = pickle.load(f)["slots"][0]["replay"]
+    replay = read_sealed_pickle(run_dir / "host_state" / "200.pkl")["slots"][0]["replay"]
     assert replay.n_step == 3 and replay.prioritized
     priorities = replay._tree.get(np.arange(replay.store.num_rows))
     updated = priorities[(priorities > 0) & (priorities != 1.0)]
@@ -210,8 +209,7 @@ def test_atari_smoke_strong_preset_on_pong(tmp_path):
     ) == ("atari", "Pong", "impala-gap", True, 3)
     rows = read_rows(run_dir / "metrics.csv")
     assert int(rows[-1]["updates"]) == 4 and np.isfinite(float(rows[-1]["loss"]))
-    with (run_dir / "host_state" / "48.pkl").open("rb") as f:
-        replay = pickle.load(f)["slots"][0]["replay"]
+    replay = read_sealed_pickle(run_dir / "host_state" / "48.pkl")["slots"][0]["replay"]
     assert replay.store.obs.shape[1:] == (84, 84) and replay.stack == 4  # single frames, stacked when sampling
 
 
