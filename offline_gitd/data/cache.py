@@ -328,7 +328,7 @@ def build_rlu_cache(
     that fraction (or a smaller one) needs; a cache holding less is rebuilt.
 
     Shards decode in parallel in ``jobs`` worker processes (default: one per CPU; spawned, so a
-    parent that already runs JAX threads is safe); a tqdm bar counts shards and the frame rate.
+    parent that already runs JAX threads is safe); a progress bar (plain lines off a terminal) counts shards and the frame rate.
     """
     jobs = jobs or os.cpu_count() or 1
     root = data_root(data_dir)
@@ -349,12 +349,13 @@ def build_rlu_cache(
             checkpoint_of[str(shard)] = checkpoint
     if not todo:
         return targets
-    from tqdm import tqdm
+    from offline_gitd.progress import Progress
 
     workers = min(jobs, len(todo))
     started, frames = time.perf_counter(), 0
-    bar = tqdm(total=len(todo), unit="shard", desc=f"decode {game} run {run}", disable=not progress)
-    with bar, ExitStack() as stack:
+    # A bar on a terminal, plain lines in a log file (never carriage-return frames).
+    bar = Progress(len(todo), f"decode {game} run {run}", unit="shard", enabled=progress, stream=sys.stderr)
+    with contextlib.closing(bar), ExitStack() as stack:
         if workers == 1:  # no process to spawn for one shard or one job
             counts: Iterator[int] = (_decode_job(*job) for job in todo)
         else:

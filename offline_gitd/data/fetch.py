@@ -631,43 +631,71 @@ def _fetch_shard_locked(
 
 
 class _TqdmProgress:
-    """One byte-counting tqdm bar shared by all download threads (tqdm itself is not)."""
+    """One byte-counting progress display shared by all download threads (tqdm itself is not
+    thread-safe): a tqdm bar on a terminal; in a log file (not a terminal) a plain line every
+    ``PLAIN_EVERY_SECONDS`` and one per finished shard, never carriage-return frames."""
+
+    PLAIN_EVERY_SECONDS = 30.0
 
     def __init__(self, description: str, num_shards: int) -> None:
-        from tqdm import tqdm
-
         self._lock = threading.Lock()
+        self._description = description
         self._num_shards = num_shards
         self._finished = 0
-        self._bar = tqdm(
-            total=0,
-            desc=description,
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            dynamic_ncols=True,
+        self._total = self._done = 0
+        self._last_line = time.monotonic()
+        self._bar = None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=0,
+                desc=description,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1024,
+                dynamic_ncols=True,
+                file=sys.stderr,
+            )
+
+    def _plain_line(self) -> None:
+        self._last_line = time.monotonic()
+        print(
+            f"{self._description}: {format_bytes(self._done)} of {format_bytes(self._total)} known so far, "
+            f"{self._finished}/{self._num_shards} shards",
             file=sys.stderr,
+            flush=True,
         )
 
     def add_total(self, nbytes: int) -> None:
         if nbytes:
             with self._lock:
-                self._bar.total += nbytes
-                self._bar.refresh()
+                self._total += nbytes
+                if self._bar is not None:
+                    self._bar.total += nbytes
+                    self._bar.refresh()
 
     def advance(self, nbytes: int) -> None:
         if nbytes:
             with self._lock:
-                self._bar.update(nbytes)
+                self._done += nbytes
+                if self._bar is not None:
+                    self._bar.update(nbytes)
+                elif time.monotonic() - self._last_line >= self.PLAIN_EVERY_SECONDS:
+                    self._plain_line()
 
     def finish_shard(self) -> None:
         """Count a shard as done; sizes are learned per download, so bytes alone mislead."""
         with self._lock:
             self._finished += 1
-            self._bar.set_postfix_str(f"{self._finished}/{self._num_shards} shards")
+            if self._bar is not None:
+                self._bar.set_postfix_str(f"{self._finished}/{self._num_shards} shards")
+            else:
+                self._plain_line()
 
     def close(self) -> None:
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()
 
 
 def fetch_rlu_atari(
