@@ -220,3 +220,35 @@ def parse_widths(text: str, name: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 1 or max(sizes) > MAX_WIDTH:
         raise ConfigError(f"{name} widths must be in [1, {MAX_WIDTH}], got {text!r}")
     return sizes
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, length_flag: str) -> None:
+    """The flags every run command (``train``, ``online``) shares beside its config's: resume,
+    overwrite, and where its scalars go (progress, TensorBoard, wandb, checkpoints kept)."""
+    from offline_gitd.scalars import add_output_arguments
+
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help=f"continue the run in --out (wherever it now is) from its last checkpoint; {length_flag} may grow, "
+        "any other flag must match the run's",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
+    add_output_arguments(parser)
+
+
+def start_run(train: Callable[..., Any], cfg: Any, args: argparse.Namespace, resume_command: str) -> Any:
+    """Call a run command's ``train`` with the flags of :func:`add_run_arguments`; an interrupt
+    names ``resume_command``, the line that continues the run."""
+    from offline_gitd.learners.integrity import resume_hint
+    from offline_gitd.scalars import outputs_from_args
+
+    with resume_hint(resume_command):
+        return train(
+            cfg,
+            resume=args.resume,
+            progress=args.progress,
+            overwrite=args.overwrite,
+            command_line=getattr(args, "argv", None),
+            outputs=outputs_from_args(args),
+        )

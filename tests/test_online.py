@@ -32,21 +32,10 @@ TINY = dict(mlp_hidden="16,16", batch_size=16, initial_samples=100, log_every=50
 
 
 @pytest.fixture(scope="module", autouse=True)
-def compilation_cache(tmp_path_factory):
-    """Runs of one test (straight, halves, resumed) compile the same programs: cache them on disk
-    for this module, so the default test run stays short. Restored afterwards."""
-    names = (
-        "jax_compilation_cache_dir",
-        "jax_persistent_cache_min_compile_time_secs",
-        "jax_persistent_cache_min_entry_size_bytes",
-    )
-    saved = {name: getattr(jax.config, name) for name in names}
-    jax.config.update("jax_compilation_cache_dir", str(tmp_path_factory.mktemp("jax_cache")))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+def compilation_cache(jax_compilation_cache):
+    """Runs of one test (straight, halves, resumed) compile the same programs: the shared on-disk
+    cache of conftest.py, for every test of this module, so the default test run stays short."""
     yield
-    for name, value in saved.items():
-        jax.config.update(name, value)
 
 
 def tiny(out: Path, algo: str = "dqn", env: str = "CartPole-v1", **overrides) -> OnlineConfig:

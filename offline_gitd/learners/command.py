@@ -6,9 +6,8 @@ import argparse
 import shlex
 from pathlib import Path
 
-from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
+from offline_gitd.config_cli import add_dataclass_arguments, add_run_arguments, from_namespace, given_fields, start_run
 from offline_gitd.learners.config import OfflineConfig
-from offline_gitd.scalars import add_output_arguments, outputs_from_args
 
 EXAMPLES = """examples:
   offline_gitd train --dataset rlu-atari:Pong/1:0-4 --critic gitd --K 5 --seeds 0-4 --epochs 10 --out runs/pong-gitd
@@ -31,20 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dataclass_arguments(parser, OfflineConfig, only_given=True)
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out (wherever it now is) from its last checkpoint; --epochs may grow, "
-        "any other flag must match the run's",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
-    add_output_arguments(parser)
+    add_run_arguments(parser, "--epochs")
     parser.set_defaults(func=_train)
 
 
 def _train(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
-    from offline_gitd.learners.integrity import resume_hint
     from offline_gitd.learners.offline import resume_config, train
     from offline_gitd.output_paths import require_dir_if_present, require_dir_target
 
@@ -58,15 +49,7 @@ def _train(args: argparse.Namespace) -> int:
         cfg = resume_config(Path(given["out"]), given)
     else:
         cfg = from_namespace(OfflineConfig, args)
-    with resume_hint(f"offline_gitd train --out {shlex.quote(str(cfg.out))} --resume"):
-        run_dir = train(
-            cfg,
-            resume=args.resume,
-            progress=args.progress,
-            overwrite=args.overwrite,
-            command_line=getattr(args, "argv", None),
-            outputs=outputs_from_args(args),
-        )
+    run_dir = start_run(train, cfg, args, f"offline_gitd train --out {shlex.quote(str(cfg.out))} --resume")
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "results.csv", "checkpoints", *(("tb",) if args.tensorboard else ())):
         print(f"  {run_dir / name}")

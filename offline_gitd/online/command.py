@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from offline_gitd.config_cli import add_dataclass_arguments, from_namespace, given_fields
+from offline_gitd.config_cli import add_dataclass_arguments, add_run_arguments, from_namespace, given_fields, start_run
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.scalars import add_output_arguments, outputs_from_args
 
@@ -62,14 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         add_dataclass_arguments(parser, OnlineConfig, skip=("algo",), only_given=True, hidden=hide)
-        parser.add_argument(
-            "--resume",
-            action="store_true",
-            help="continue the run in --out (wherever it now is) from its last checkpoint; --steps may grow, "
-            "any other flag must match the run's",
-        )
-        parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
-        add_output_arguments(parser)
+        add_run_arguments(parser, "--steps")
         parser.set_defaults(func=_online)
 
     collect = subparsers.add_parser(
@@ -117,7 +110,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
-    from offline_gitd.learners.integrity import resume_hint
     from offline_gitd.online.train import resume_config, train
     from offline_gitd.output_paths import require_dir_target
 
@@ -137,15 +129,7 @@ def _online(args: argparse.Namespace) -> int:
             raise ConfigError(f"{given['out']} is an online {cfg.algo} run: resume it with online {cfg.algo}")
     else:
         cfg = from_namespace(OnlineConfig, args)
-    with resume_hint(f"offline_gitd online {cfg.algo} --out {shlex.quote(str(cfg.out))} --resume"):
-        run_dir = train(
-            cfg,
-            resume=args.resume,
-            progress=args.progress,
-            overwrite=args.overwrite,
-            command_line=getattr(args, "argv", None),
-            outputs=outputs_from_args(args),
-        )
+    run_dir = start_run(train, cfg, args, f"offline_gitd online {cfg.algo} --out {shlex.quote(str(cfg.out))} --resume")
     print(f"run directory: {run_dir}")
     for name in (
         "config.json",
