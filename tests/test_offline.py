@@ -18,18 +18,14 @@ from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.discrete import discrete_loss, init_discrete_state
 from offline_gitd.learners.rundir import Checkpoints
 from tests.critic_fixtures import N_ACTIONS, random_batch
-from tests.minari_fixtures import record_random_dataset
+from tests.minari_fixtures import record_into_new_root
 
 DATASET = "tests/cartpole/random-v0"
 
 
 @pytest.fixture(scope="module")
 def minari_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("minari")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINARI_DATASETS_PATH", str(root))
-        record_random_dataset(DATASET, "CartPole-v1", steps=1500)
-    return root
+    return record_into_new_root(tmp_path_factory.mktemp("minari"), DATASET, "CartPole-v1", steps=1500)
 
 
 @pytest.fixture

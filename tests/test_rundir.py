@@ -14,7 +14,7 @@ from offline_gitd.cli import main
 from offline_gitd.config_cli import resume_changes
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.rundir import Checkpoints
-from tests.minari_fixtures import record_random_dataset
+from tests.minari_fixtures import record_into_new_root
 
 pytestmark = pytest.mark.usefixtures("jax_compilation_cache")
 
@@ -31,11 +31,7 @@ ONLINE = [
 
 @pytest.fixture(scope="module")
 def minari_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("minari")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINARI_DATASETS_PATH", str(root))
-        record_random_dataset(DATASET, "CartPole-v1", steps=400)
-    return root
+    return record_into_new_root(tmp_path_factory.mktemp("minari"), DATASET, "CartPole-v1", steps=400)
 
 
 @pytest.fixture

@@ -20,9 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster
 
 # Ray canonicalises 127.0.0.1 to a documentation address (192.0.2.2) for multi-node clusters on
 # one machine unless told not to, and a driver then never finds its node; every process started

@@ -100,6 +100,7 @@ FIXED = '[fixed]\nenv = "CartPole-v1"\n'
         (BASE + FIXED + "[grid]\ncritic = ['td', 'qlearning']\n", "[grid] critic #2: 'qlearning' is not one of"),
         (BASE + FIXED + "lr = 'fast'\n" + GRID, "[fixed] lr: expected float, got 'fast'"),
         (BASE + FIXED + "steps = 1.5\n" + GRID, "[fixed] steps: expected int"),
+        (BASE + FIXED + "utd = 'one'\n" + GRID, "[fixed] utd: expected a number or a fraction like 1/4"),
         (BASE + FIXED + "out = 'x'\n" + GRID, "[fixed] out: set by the sweep"),
         (BASE + FIXED + "critic = 'td'\n" + GRID, "[grid] critic: critic is also in [fixed]"),
         (BASE + FIXED + "[grid]\nm = [{ critic = 'td' }, { critic = 'td' }]\n", "two runs would both be named"),
@@ -181,3 +182,12 @@ def test_sweep_submission_is_idempotent(tmp_path: Path) -> None:
     assert submit([grown], board, allow_new_env=True, skip_existing=True).added[grown] == 1
     with board.open() as handle:
         assert [row["step"] for row in csv.DictReader(handle)] == ["0", "10", "20"]
+
+
+def test_a_spec_takes_the_flags_own_notation(tmp_path: Path) -> None:
+    """``utd = "1/4"`` in a spec is ``--utd 1/4`` on the command line (the flag's own parser)."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(BASE + FIXED + 'utd = "1/4"\n' + GRID)
+    plans = expand(load_spec(spec))
+    assert {p.fields["utd"] for p in plans} == {0.25}
+    assert "--utd" in plans[0].argv and plans[0].argv[plans[0].argv.index("--utd") + 1] == "0.25"

@@ -15,6 +15,7 @@ training (DESIGN §8).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import itertools
 import re
@@ -22,7 +23,6 @@ import string
 import tomllib
 import typing
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -221,8 +221,12 @@ def _coerce(where: str, key: str, field: dataclasses.Field, kind: Any, value: An
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(wrong)
     elif kind is float:
-        if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*/\s*\d+\s*", value):
-            value = float(Fraction(value.replace(" ", "")))  # "1/4", the paper's UTD notation
+        parse = field.metadata.get("parse")
+        if isinstance(value, str) and parse is not None:  # the flag's own parser: --utd 1/4 is utd = "1/4"
+            try:
+                value = parse(value)
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"{where}: {key}: {err}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(wrong)
         value = float(value)

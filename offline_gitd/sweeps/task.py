@@ -41,12 +41,11 @@ def _last_line(text: str) -> str:
 
 
 def _node_id() -> str:
-    try:
-        import ray
+    import ray
 
-        return ray.get_runtime_context().get_node_id()
-    except Exception:  # outside Ray (a local call in tests): no node to name
+    if not ray.is_initialized():  # a direct call outside Ray: asking would start a Ray instance
         return "local"
+    return ray.get_runtime_context().get_node_id()
 
 
 def run_command(argv: list[str], log: Path) -> str | None:
