@@ -116,6 +116,9 @@ def test_sweep_runs_on_both_nodes_and_rerun_does_no_work(cluster, tmp_path):
     assert len(recorded) == 6 and all(state["status"] == "done" and state["submitted"] for state in recorded.values())
     assert {state["node"] for state in recorded.values()} == {cluster.head_node.node_id, worker.node_id}
     assert_every_row_once(out, runs=6, steps=2000)
+    for name, state in recorded.items():  # each run's provenance names the command the sweep ran
+        command = json.loads((out / "runs" / name / "config.json").read_text())["provenance"]["command_line"]
+        assert command[1:] == [*state["argv"], "--out", str(out / "runs" / name), "--no-progress"]
 
     board_before = (out / "board.csv").read_bytes()
     snapshot = {

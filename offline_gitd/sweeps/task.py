@@ -59,6 +59,7 @@ def run_command(argv: list[str], log: Path) -> str | None:
         print(f"=== {now()} offline_gitd {shlex.join(argv)}")
         try:
             args = build_parser().parse_args(argv)
+            args.argv = list(argv)  # the run's provenance records the command, as cli.main does
             code = int(args.func(args) or 0)
         except UsageError as err:
             print(f"offline_gitd: error: {err}")
