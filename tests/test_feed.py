@@ -8,7 +8,9 @@ import pytest
 
 from offline_gitd.batch import Batch, expand_frame_refs
 from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows, gather_frame_pool
+from offline_gitd.learners import feed as feed_module
 from offline_gitd.learners.feed import ChunkFeed, choose_frames, prefetch, resident_frames
+from offline_gitd.learners.host_pools import ALIGN, PoolRing
 from tests.test_replay import GAMMA, make_episodes, store_from_arrays
 
 
@@ -60,12 +62,15 @@ def recording_step(state, batch):
     return state + 1, batch._asdict()
 
 
+@pytest.mark.parametrize("prioritized", [False, True])
+@pytest.mark.parametrize("block_updates", [1, 64])  # each chunk alone / all chunks in one block
 @pytest.mark.parametrize("driver", ["loop", "scan"])
 @pytest.mark.parametrize("frames", ["device", "host"])
-def test_feed_gives_each_seed_its_own_sample_chunk(episodes, driver, frames):
+def test_feed_gives_each_seed_its_own_sample_chunk(episodes, driver, frames, block_updates, prioritized, monkeypatch):
     store = segmented(store_from_arrays(episodes))
-    replay = Replay(store, stack=4, n_step=3, gamma=GAMMA)
-    feed = ChunkFeed(replay, batch_size=4, driver=driver, frames=frames, workers=4)  # host: 2 parts per seed
+    replay = Replay(store, stack=4, n_step=3, gamma=GAMMA, prioritized=prioritized)
+    monkeypatch.setattr(feed_module, "_MIN_TASK_SAMPLES", 3)  # host: a seed's samples in 2 to 4 parts
+    feed = ChunkFeed(replay, batch_size=4, driver=driver, frames=frames, workers=4, block_updates=block_updates)
     assert feed.placement == frames
     run = feed.runner(recording_step)
     seeds = [7] if driver == "loop" else [0, 1, 2]  # one seed takes its own (view) path
@@ -83,15 +88,20 @@ def test_feed_gives_each_seed_its_own_sample_chunk(episodes, driver, frames):
             assert_batches_equal(Batch(**{name: aux[name][:, i] for name in Batch._fields}), want)
 
 
-def test_vector_data_feeds_plain_batches():
+@pytest.mark.parametrize("driver", ["loop", "scan"])
+def test_vector_data_feeds_plain_batches(driver):
     store = EpisodeStore((3,), np.float32)
     store.add_episode(np.arange(18, dtype=np.float32).reshape(6, 3), np.arange(5), np.ones(5), np.zeros(5))
     replay = Replay(store, n_step=2, gamma=GAMMA)
-    feed = ChunkFeed(replay, batch_size=2, driver="scan", frames="device")
+    feed = ChunkFeed(replay, batch_size=2, driver=driver, frames="device")
     assert feed.placement is None
-    (chunk,) = feed.chunks([np.random.default_rng(0)], [3])
-    want = replay.sample_chunk(2, 3, np.random.default_rng(0))
-    assert_batches_equal(Batch(*(field[:, 0] for field in chunk)), want)
+    chunks = list(feed.chunks([np.random.default_rng(0)], [3, 2]))  # one block of two chunks
+    rng = np.random.default_rng(0)
+    for count, chunk in zip([3, 2], chunks, strict=True):
+        if driver == "loop":
+            assert len(chunk) == count
+            chunk = Batch(*(np.stack(field) for field in zip(*chunk, strict=True)))
+        assert_batches_equal(Batch(*(field[:, 0] for field in chunk)), replay.sample_chunk(2, count, rng))
 
 
 def test_auto_keeps_the_store_on_the_device_only_when_it_fits():
@@ -132,3 +142,46 @@ def test_frame_placement_is_not_part_of_the_method():
 
     device = OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="device")
     assert device.config_hash() == OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="host").config_hash()
+
+
+def test_host_pool_buffers_are_reused_and_adopted_without_a_copy(episodes):
+    """A training loop reuses a handful of aligned pool buffers (no fresh pages per chunk) and
+    the CPU backend reads them in place; a chunk that was never run keeps its frames."""
+    store = segmented(store_from_arrays(episodes))
+    replay = Replay(store, stack=4, n_step=1, gamma=GAMMA)
+    # blocks of 2 chunks of 2 updates share a pool
+    feed = ChunkFeed(replay, batch_size=4, driver="scan", frames="host", workers=2, block_updates=4)
+    kept = feed.chunk([np.random.default_rng(9)], 3)  # not run, so never released
+    kept_frames = np.array(kept.pool)
+    run = feed.runner(recording_step)
+    state = jnp.zeros(2)
+    rngs = [np.random.default_rng(0), np.random.default_rng(1)]
+    for _, chunk in feed.epoch(rngs, steps=41, per_call=2):
+        state, aux = run(state, chunk)
+        np.asarray(aux["reward"])  # the loop's one read per chunk
+    assert int(np.asarray(state)[0]) == 41
+    # 1 kept + at most 3 blocks in flight (running, queued, being gathered) + the odd last block's
+    assert feed.ring.allocated <= 5
+    np.testing.assert_array_equal(np.asarray(kept.pool), kept_frames)
+    if jax.default_backend() == "cpu":
+        assert kept.pool.unsafe_buffer_pointer() == kept.lease.buffer.ctypes.data  # adopted, not copied
+
+
+def test_a_released_pool_is_not_overwritten_before_its_fence():
+    """JAX drops its hold on an adopted buffer before a computation reading it has finished, so
+    the ring must wait for the fence: overwriting at once would change this sum (it did)."""
+    ring = PoolRing()
+    lease = ring.lease((4000, 84, 84), np.uint8)
+    buffer = lease.buffer
+    buffer[:] = 1
+    assert buffer.ctypes.data % ALIGN == 0
+    total = jax.jit(lambda x: jax.lax.fori_loop(0, 30, lambda i, s: s + x.astype(jnp.float32).sum(), 0.0))
+    expected = float(total(jnp.ones(buffer.shape, jnp.uint8)))
+    pool = jax.device_put(buffer, may_alias=True)
+    fence = total(pool)  # dispatched, still running
+    del pool
+    lease.release(fence)
+    again = ring.lease((4000, 84, 84), np.uint8)
+    assert again.buffer is buffer and ring.allocated == 1
+    again.buffer[:] = 0  # the feed refills it
+    assert float(fence) == expected

@@ -65,3 +65,28 @@ def test_missing_shards_name_the_fetch_command(tmp_path, capsys) -> None:
     ])  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "offline_gitd fetch rlu-atari --game Pong --run 1" in err[0]
+
+
+def test_where_frames_are_gathered_and_how_many_updates_per_call_change_nothing(
+    tmp_path, jax_compilation_cache
+) -> None:
+    """The same run with the store on the device (5 updates per call) and gathered on the host
+    (1 update per call, in blocks that share a pool; 2 per call): identical losses and returns,
+    and two seeds so the host pools are per seed."""
+    root = tmp_path / "data"
+    write_generated_run(root)
+    flags = [
+        "--dataset", "rlu-atari:Pong/1:0-1", "--data-dir", str(root), "--critic", "gitd", "--K", "2",
+        "--batch-size", "4", "--steps-per-epoch", "5", "--epochs", "1", "--eval-episodes", "1", "--horizon", "10",
+        "--seeds", "0,1", "--no-progress",
+    ]  # fmt: skip
+    logged = {}
+    for frames, per_call in [("device", 5), ("host", 1), ("host", 2)]:
+        out = tmp_path / f"{frames}-{per_call}"
+        assert main(["train", *flags, "--frames", frames, "--updates-per-call", str(per_call), "--out", str(out)]) == 0
+        with (out / "metrics.csv").open() as f:
+            rows = [{k: v for k, v in row.items() if k != "epoch_seconds"} for row in csv.DictReader(f)]
+        assert [row["seed"] for row in rows] == ["0", "1"]
+        logged[frames, per_call] = rows
+    assert logged["host", 1] == logged["device", 5]
+    assert logged["host", 2] == logged["device", 5]

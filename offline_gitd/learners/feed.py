@@ -9,9 +9,13 @@ For frame data the feed therefore moves as little as it can and overlaps the res
   gathers its frames and builds the stacks (:class:`~offline_gitd.learners.drivers.FrameChunk`).
 * ``host`` placement, for stores that do not fit: each sample's ``stack + n`` distinct frames
   are gathered once per chunk into a pool (:func:`~offline_gitd.data.replay.gather_frame_pool`),
-  not the ``2 stack`` frames of an obs/next_obs pair.
+  not the ``2 stack`` frames of an obs/next_obs pair, by parallel tasks, into aligned buffers
+  reused from chunk to chunk (:mod:`~offline_gitd.learners.host_pools`): no page faults, and no
+  copy on the CPU backend, which adopts them.
 * Either way the next chunk is prepared on a background thread (:func:`prefetch`) while the
-  device runs the current one.
+  device runs the current one, and small chunks are prepared in blocks of at least 64 updates
+  (:meth:`ChunkFeed.block`), so that a draw's, a gather's and a transfer's fixed costs do not
+  dominate when a compiled call runs one update.
 
 The batches are those of :meth:`~offline_gitd.data.replay.Replay.sample_chunk` on the same
 generators (tested): where the frames live changes speed, never results. Vector data keeps
@@ -34,12 +38,17 @@ import numpy as np
 from offline_gitd.batch import Batch, FrameRefs
 from offline_gitd.data.replay import Replay, SegmentedRows, gather_frame_pool
 from offline_gitd.learners.drivers import FrameChunk, make_chunk_runner, make_frame_chunk_runner
+from offline_gitd.learners.host_pools import PoolRing
 
 FRAME_PLACEMENTS = ("auto", "device", "host")
 # auto keeps the store on the device when it takes at most this share of the free memory there
 _DEVICE_SHARE = 0.5
 # rows copied to the device per call when uploading a store (one compiled copy for all blocks)
 _UPLOAD_ROWS = 1 << 15
+# updates drawn, gathered and sent together at least (a block of small chunks; see ChunkFeed.block)
+_BLOCK_UPDATES = 64
+# samples per gather task at least: below this a hand-off to a thread costs more than it saves
+_MIN_TASK_SAMPLES = 16
 
 T = TypeVar("T")
 
@@ -124,10 +133,17 @@ class ChunkFeed:
     ``frames`` (``auto``/``device``/``host``) says where frame stores are gathered; it is ignored
     for vector data. :meth:`chunks` yields what ``runner`` takes, in the order of ``counts``.
     ``workers``: threads gathering host frame pools (default: the cores, at most 8).
+    ``block_updates``: updates :meth:`chunks` prepares together at least (see :meth:`block`).
     """
 
     def __init__(
-        self, replay: Any, batch_size: int, driver: str, frames: str = "auto", workers: int | None = None
+        self,
+        replay: Any,
+        batch_size: int,
+        driver: str,
+        frames: str = "auto",
+        workers: int | None = None,
+        block_updates: int = _BLOCK_UPDATES,
     ) -> None:
         self.replay = replay
         self.batch_size = batch_size
@@ -137,6 +153,8 @@ class ChunkFeed:
         self._pool: jax.Array | None = None
         self._workers = workers or min(8, os.cpu_count() or 1)
         self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="gather")
+        self.ring = PoolRing()
+        self.block_updates = block_updates
         if self.is_frames:
             obs = replay.store.obs
             self.placement = choose_frames(frames, int(np.prod(obs.shape)) * obs.dtype.itemsize)
@@ -144,62 +162,123 @@ class ChunkFeed:
                 self._pool = resident_frames(obs)
 
     def runner(self, step: Callable) -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
-        """The chunk runner matching what :meth:`chunks` yields."""
+        """The chunk runner matching what :meth:`chunks` yields.
+
+        A host-gathered chunk is consumed by its run: its pool buffer goes back to the feed
+        (:meth:`release`) to be refilled once the run's metrics are ready.
+        """
         if not self.is_frames:
             return make_chunk_runner(step, self.driver)
-        return make_frame_chunk_runner(step, self.driver, self.replay.stack, shared_pool=self.placement == "device")
+        run = make_frame_chunk_runner(step, self.driver, self.replay.stack, shared_pool=self.placement == "device")
+
+        def run_and_release(state: Any, chunk: FrameChunk) -> tuple[Any, dict[str, Any]]:
+            state, aux = run(state, chunk)
+            self.release(chunk, aux)
+            return state, aux
+
+        return run_and_release
+
+    @staticmethod
+    def release(chunk: Any, fence: Any) -> None:
+        """Hand a chunk's host pool buffer back for reuse once ``fence`` (arrays depending on every
+        computation that read the chunk) is ready; the chunk's pool must not be read after this.
+
+        Chunks that are never released keep their buffer to themselves (it is not reused).
+        """
+        if isinstance(chunk, FrameChunk) and chunk.lease is not None:
+            chunk.lease.release(fence)
 
     def chunk(self, rngs: list[np.random.Generator], count: int) -> Any:
         """One chunk of ``count`` updates for every seed (seed i draws from ``rngs[i]``)."""
+        (only,) = self.block(rngs, [count])
+        return only
+
+    def block(self, rngs: list[np.random.Generator], counts: list[int]) -> list[Any]:
+        """Chunks of ``counts`` updates, drawn, gathered and sent together.
+
+        The batches are those of successive :meth:`chunk` calls (a replay draws ``a + b`` updates
+        as ``a`` then ``b``), but the fixed costs of a draw, a gather and a transfer are paid once
+        for the block: this is what keeps small chunks (1 update per call) as cheap per batch as
+        large ones. Host-gathered chunks of a block share one pool and one lease.
+        """
+        ends = np.cumsum(counts).tolist()
+        spans = list(zip([0, *ends[:-1]], ends, strict=True))
+        total = ends[-1]
         if not self.is_frames:
-            per_seed = [self.replay.sample_chunk(self.batch_size, count, rng) for rng in rngs]
+            per_seed = [self.replay.sample_chunk(self.batch_size, total, rng) for rng in rngs]
             batches = Batch(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True)))
             if self.driver == "loop":
-                return [Batch(*(field[i] for field in batches)) for i in range(count)]
-            return batches
-        per_seed = [self.replay.sample_refs_chunk(self.batch_size, count, rng) for rng in rngs]
+                per_update = [Batch(*(field[i] for field in batches)) for i in range(total)]
+                return [per_update[low:high] for low, high in spans]
+            return [Batch(*(field[low:high] for field in batches)) for low, high in spans]
+        per_seed = [self.replay.sample_refs_chunk(self.batch_size, total, rng) for rng in rngs]
+        lease = None
         if self.placement == "device":
             pool = self._pool
         else:
-            pool, per_seed = self._gather_pools(per_seed)
-            pool = jax.device_put(pool)  # the one large transfer, started here on the feed's thread
+            obs = self.replay.store.obs
+            _, batch, window = per_seed[0].frames.shape
+            lease = self.ring.lease((len(rngs), total * batch * window, *obs.shape[1:]), obs.dtype, len(counts))
+            per_seed = self._gather_pools(per_seed, lease.buffer)
+            # the one large transfer, started here on the feed's thread (adopted, not copied, on CPU)
+            pool = jax.device_put(lease.buffer, may_alias=True)
         if len(per_seed) == 1:  # a view: np.stack's fixed cost is a third of a 1-update chunk's
             refs = FrameRefs(*(field[:, None] for field in per_seed[0]))
         else:
             refs = FrameRefs(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True)))
-        return FrameChunk(pool, refs._replace(frames=refs.frames.astype(np.int32)))
+        refs = refs._replace(frames=refs.frames.astype(np.int32))
+        return [FrameChunk(pool, FrameRefs(*(field[low:high] for field in refs)), lease) for low, high in spans]
 
-    def _gather_pools(self, per_seed: list[FrameRefs]) -> tuple[np.ndarray, list[FrameRefs]]:
-        """Every seed's frame pool [seeds, count * B * window, H, W], gathered by parallel tasks.
+    def _gather_pools(self, per_seed: list[FrameRefs], pool: np.ndarray) -> list[FrameRefs]:
+        """Every seed's frame pool into ``pool`` [seeds, count * B * window, H, W], gathered by
+        parallel tasks; returns the references into it.
 
-        Each task copies a contiguous run of updates of one seed into its own slice of the pool
+        Each task copies a contiguous run of one seed's samples into its own slice of the pool
         (numpy releases the GIL while it copies), so a many-core host gathers a chunk in a
-        fraction of one core's time; the references are shifted to their slice.
+        fraction of one core's time, a 1-update chunk included; the references are shifted to
+        their slice.
         """
         obs = self.replay.store.obs
         count, batch, window = per_seed[0].frames.shape
-        pool = np.empty((len(per_seed), count * batch * window, *obs.shape[1:]), obs.dtype)
-        parts = min(count, -(-self._workers // len(per_seed)))
-        bounds = np.linspace(0, count, parts + 1).astype(int)
+        samples = count * batch
+        parts = max(1, min(-(-self._workers // len(per_seed)), samples // _MIN_TASK_SAMPLES))
+        bounds = np.linspace(0, samples, parts + 1).astype(int)
+        flat = [FrameRefs(*(field.reshape(samples, *field.shape[2:]) for field in refs)) for refs in per_seed]
 
         def gather(seed: int, low: int, high: int) -> FrameRefs:
-            refs = FrameRefs(*(field[low:high] for field in per_seed[seed]))
-            first = low * batch * window
-            _, local = gather_frame_pool(obs, refs, out=pool[seed, first : high * batch * window])
-            return local._replace(frames=local.frames + first)
+            refs = FrameRefs(*(field[low:high] for field in flat[seed]))
+            _, local = gather_frame_pool(obs, refs, out=pool[seed, low * window : high * window])
+            return local._replace(frames=local.frames + low * window)
 
         tasks = [(seed, low, high) for seed in range(len(per_seed)) for low, high in zip(bounds[:-1], bounds[1:])]
         # the calling thread takes the first task itself: no hand-off when there is only one
         pending = [self._executor.submit(gather, *task) for task in tasks[1:]]
         gathered = [gather(*tasks[0]), *(future.result() for future in pending)]
-        return pool, [
-            FrameRefs(*(np.concatenate(fields) for fields in zip(*gathered[seed * parts : (seed + 1) * parts])))
+        return [
+            FrameRefs(
+                *(
+                    np.concatenate(fields).reshape(count, batch, *fields[0].shape[1:])
+                    for fields in zip(*gathered[seed * parts : (seed + 1) * parts])
+                )
+            )
             for seed in range(len(per_seed))
         ]
 
     def chunks(self, rngs: list[np.random.Generator], counts: Iterable[int], depth: int = 1) -> Iterator[Any]:
-        """:meth:`chunk` for each count, prepared ahead on a background thread."""
-        return prefetch((self.chunk(rngs, count) for count in counts), depth)
+        """:meth:`chunk` for each count, prepared ahead on a background thread, in blocks of at
+        least ``block_updates`` updates (see :meth:`block`)."""
+
+        def blocks() -> Iterator[Any]:
+            group: list[int] = []
+            for count in counts:
+                group.append(count)
+                if sum(group) >= self.block_updates:
+                    yield from self.block(rngs, group)
+                    group = []
+            if group:
+                yield from self.block(rngs, group)
+
+        return prefetch(blocks(), depth)
 
     def epoch(self, rngs: list[np.random.Generator], steps: int, per_call: int) -> Iterator[tuple[int, Any]]:
         """``(count, chunk)`` for ``steps`` updates in chunks of at most ``per_call``, prefetched."""

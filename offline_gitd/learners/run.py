@@ -168,8 +168,8 @@ def run_offline(
                     f"last good checkpoint: {where}"
                 )
             for name, value in aux.items():
-                if name not in _UNLOGGED:
-                    sums[name] = sums.get(name, 0.0) + np.asarray(value).sum(axis=0)
+                if name not in _UNLOGGED:  # float64: epoch means that do not depend on the chunking
+                    sums[name] = sums.get(name, 0.0) + np.asarray(value, np.float64).sum(axis=0)
             done += count
             bar.update(count)
             bar.set_postfix(loss=f"{float(loss[-1].mean()):.4g}")
