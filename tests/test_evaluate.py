@@ -14,10 +14,10 @@ import pytest
 import offline_gitd
 from offline_gitd.cli import main
 from offline_gitd.leaderboard.reference import d4rl_reference, d4rl_scores
-from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.offline import train
 from offline_gitd.learners.run import _eval_stats
 from tests.minari_fixtures import record_random_dataset
+from tests.test_offline import small_config
 
 DATASET = "tests/cartpole/eval-v0"
 
@@ -29,19 +29,14 @@ def offline_run(tmp_path_factory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MINARI_DATASETS_PATH", str(root / "minari"))
         record_random_dataset(DATASET, "CartPole-v1", steps=800)
-        cfg = OfflineConfig(
-            dataset=f"minari:{DATASET}",
-            out=str(root / "run"),
-            critic="gitd",
+        cfg = small_config(
+            f"minari:{DATASET}",
+            root / "run",
             K=2,
-            T=20,
             mlp_hidden="16",
-            epochs=2,
             steps_per_epoch=40,
             eval_episodes=3,
-            seeds="0-1",
             updates_per_call=20,
-            batch_size=16,
         )
         train(cfg, progress=False)
     return root
