@@ -16,7 +16,7 @@ sustains. Ways of feeding:
 
 * ``today``: ``Replay.sample_chunk`` per seed, stacked, sent (obs and next_obs stacks: 8 frames per
   sample); needs OpenCV, skipped without it.
-* ``host``: :class:`~offline_gitd.learners.feed.ChunkFeed` with per-chunk frame pools: each
+* ``host``: :class:`~offline_gitd.offline.feed.ChunkFeed` with per-chunk frame pools: each
   sample's 5 distinct frames, stacks built in the compiled step.
 * ``device``: the store copied to the device once; per chunk only indices and scalars move.
 
@@ -45,7 +45,7 @@ import numpy as np
 from offline_gitd.batch import Batch
 from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows
 from offline_gitd.learners.drivers import FrameChunk, choose_driver, make_chunk_runner
-from offline_gitd.learners.feed import ChunkFeed
+from offline_gitd.offline.feed import ChunkFeed
 
 sys.path.insert(0, str(Path(__file__).parent))
 from train_step import make_family  # noqa: E402 - the same CQL family as benchmarks/train_step.py

@@ -6,7 +6,7 @@ Runs a small online DQN run (CartPole-v1, Gi-DQN K = 3, 2 seeds, 5,000 env steps
 one progress update per env step, the worst case; offline runs update once per chunk of gradient
 steps) in-process under cProfile, with progress lines (stdout redirected, as in a cluster job's log)
 and TensorBoard on, and reports the time spent inside the progress code
-(``offline_gitd/progress.py``) and the scalar logging code (``offline_gitd/scalars.py``, including
+(``offline_gitd/progress.py``) and the scalar logging code (``offline_gitd/rundir/scalars.py``, including
 tensorboardX) as a share of the run. A share of the run's own profile is robust to the load of a
 shared machine, where two wall-clock runs a minute apart differ by more than the effect measured.
 """
@@ -49,7 +49,7 @@ def main() -> None:
     stats = pstats.Stats(profile)
     total = stats.total_tt  # type: ignore[attr-defined]
     progress = _inclusive_seconds(stats, "offline_gitd/progress.py")
-    scalars = _inclusive_seconds(stats, "offline_gitd/scalars.py")
+    scalars = _inclusive_seconds(stats, "offline_gitd/rundir/scalars.py")
     print(
         f"run: {total:.1f}s profiled, {log.getvalue().count(chr(10))} stdout lines, no carriage return: "
         f"{chr(13) not in log.getvalue()}"

@@ -8,9 +8,9 @@ the multi-head networks of ``networks``.
 __version__ = "0.1.0"
 
 
-def load_run(path):  # noqa: ANN001, ANN201 - typed in offline_gitd.runs.load_run
+def load_run(path):  # noqa: ANN001, ANN201 - typed in offline_gitd.trained.load_run
     """Open a run directory: ``.metrics`` DataFrame, ``.policy(seed)``, ``.evaluate()`` (see
-    :mod:`offline_gitd.runs`). Imported lazily so that ``import offline_gitd`` stays light."""
-    from offline_gitd.runs import load_run as _load_run
+    :mod:`offline_gitd.trained`). Imported lazily so that ``import offline_gitd`` stays light."""
+    from offline_gitd.trained import load_run as _load_run
 
     return _load_run(path)

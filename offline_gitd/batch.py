@@ -72,3 +72,8 @@ def expand_frame_refs(pool: Any, refs: FrameRefs, stack: int) -> Batch:
         next_obs=jnp.moveaxis(next_frames, 1, -1),
         weight=refs.weight,
     )
+
+
+def stack_seeds(batches: list[Batch]) -> Batch:
+    """Per-seed batches -> one batch with a leading seed axis."""
+    return Batch(*(np.stack(field) for field in zip(*batches, strict=True)))

@@ -57,7 +57,7 @@ def split_debug(argv: Sequence[str]) -> tuple[list[str], bool]:
 # Order is the order shown by --help: the data flow of DESIGN §1, then the experiments.
 COMMAND_MODULES: tuple[str, ...] = (
     "offline_gitd.data.command",
-    "offline_gitd.learners.command",
+    "offline_gitd.offline.command",
     "offline_gitd.online.command",
     "offline_gitd.evaluate",
     "offline_gitd.sweeps.command",

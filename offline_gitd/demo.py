@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from offline_gitd.output_paths import require_dir_target
+    from offline_gitd.rundir.paths import require_dir_target
 
     require_dir_target(args.out, "--out")
     if args.data_dir:
@@ -83,8 +83,8 @@ def handle(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.report import analyse, publish
     from offline_gitd.leaderboard.show import render
     from offline_gitd.leaderboard.submit import submit
-    from offline_gitd.learners.config import OfflineConfig
-    from offline_gitd.learners.offline import train
+    from offline_gitd.offline.config import OfflineConfig
+    from offline_gitd.offline.train import train
     from offline_gitd.online.collect import CollectRequest, collect
 
     size = QUICK if args.quick else FULL

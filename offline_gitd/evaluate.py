@@ -1,6 +1,6 @@
 """``offline_gitd evaluate RUN_DIR``: load a checkpoint, play its greedy policy, print mean +- std.
 
-A thin CLI over :mod:`offline_gitd.runs` (the Python API), so the command and ``load_run`` give the
+A thin CLI over :mod:`offline_gitd.trained` (the Python API), so the command and ``load_run`` give the
 same numbers.
 """
 
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _evaluate(args: argparse.Namespace) -> int:
     from offline_gitd.envs.video import check_video_path
     from offline_gitd.errors import UsageError
-    from offline_gitd.runs import load_run
+    from offline_gitd.trained import load_run
 
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")

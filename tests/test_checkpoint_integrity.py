@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_gitd.learners.integrity import (
+from offline_gitd.rundir.checkpoints import ORBAX_TMP_SUFFIX, Checkpoints
+from offline_gitd.rundir.seals import (
     DamagedFile,
     deferred_interrupt,
     read_sealed_pickle,
     write_sealed_pickle,
 )
-from offline_gitd.learners.rundir import ORBAX_TMP_SUFFIX, Checkpoints
 
 
 def state_at(step: int) -> dict[str, np.ndarray]:
@@ -151,7 +151,7 @@ def test_sealed_pickle_on_a_full_disk_is_one_line_and_no_temp(tmp_path: Path) ->
     script = (
         "import resource, signal, sys\n"
         "from pathlib import Path\n"
-        "from offline_gitd.learners.integrity import write_sealed_pickle\n"
+        "from offline_gitd.rundir.seals import write_sealed_pickle\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
         "try:\n"
@@ -357,7 +357,7 @@ FULL_DISK_SCRIPT = """
 import resource, signal, sys
 import numpy as np
 from pathlib import Path
-from offline_gitd.learners.rundir import Checkpoints
+from offline_gitd.rundir.checkpoints import Checkpoints
 
 checkpoints = Checkpoints(Path(sys.argv[1]))
 checkpoints.save(1, {"w": np.zeros(10, np.float32)})

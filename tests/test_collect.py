@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from offline_gitd.cli import main
-from offline_gitd.learners import offline as offline_learner
-from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.offline import train as offline_learner
+from offline_gitd.offline.config import OfflineConfig
 
 DATASET = "tests/LunarLander-v3/dqn-v0"
 

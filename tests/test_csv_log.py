@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from offline_gitd.learners.rundir import CsvLog
+from offline_gitd.rundir.files import CsvLog
 
 COLUMNS = ("epoch", "step", "loss")
 
@@ -59,7 +59,7 @@ def test_full_disk_while_appending_is_one_line_and_resume_drops_the_part_row(tmp
     script = (
         "import resource, signal, sys\n"
         "from pathlib import Path\n"
-        "from offline_gitd.learners.rundir import CsvLog\n"
+        "from offline_gitd.rundir.files import CsvLog\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
         "try:\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 from offline_gitd.cli import main
-from offline_gitd.config_cli import parse_int_range
+from offline_gitd.config.fields import parse_int_range
 from offline_gitd.demo import CRITICS, ENVS, QUICK, dataset_id
 
 

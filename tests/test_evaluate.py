@@ -14,8 +14,8 @@ import pytest
 import offline_gitd
 from offline_gitd.cli import main
 from offline_gitd.leaderboard.reference import d4rl_reference, d4rl_scores
-from offline_gitd.learners.offline import train
-from offline_gitd.learners.run import _eval_stats
+from offline_gitd.offline.loop import _eval_stats
+from offline_gitd.offline.train import train
 from tests.minari_fixtures import record_random_dataset
 from tests.test_offline import small_config
 

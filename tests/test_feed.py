@@ -8,9 +8,9 @@ import pytest
 
 from offline_gitd.batch import Batch, expand_frame_refs
 from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows, gather_frame_pool
-from offline_gitd.learners import feed as feed_module
-from offline_gitd.learners.feed import ChunkFeed, choose_frames, prefetch, resident_frames
-from offline_gitd.learners.host_pools import ALIGN, PoolRing
+from offline_gitd.offline import feed as feed_module
+from offline_gitd.offline.feed import ChunkFeed, choose_frames, prefetch, resident_frames
+from offline_gitd.offline.host_pools import ALIGN, PoolRing
 from tests.test_replay import GAMMA, make_episodes, store_from_arrays
 
 
@@ -138,7 +138,7 @@ def test_prefetch_keeps_order_raises_and_stops():
 
 def test_frame_placement_is_not_part_of_the_method():
     """Where frames are gathered changes speed, not batches, so runs share their config hash."""
-    from offline_gitd.learners.config import OfflineConfig
+    from offline_gitd.offline.config import OfflineConfig
 
     device = OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="device")
     assert device.config_hash() == OfflineConfig(dataset="rlu-atari:Pong/1", out="a", frames="host").config_hash()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from offline_gitd.cli import main
-from offline_gitd.config_cli import describe_overrides
+from offline_gitd.config.fields import describe_overrides
 from offline_gitd.leaderboard.schema import COLUMNS, LEGACY_COLUMNS, read_rows
-from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.offline.config import OfflineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 LEGACY_BOARD = REPO / "leaderboards" / "gym_offline" / "board-data10-T10.csv"

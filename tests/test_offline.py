@@ -13,10 +13,10 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.critics import CriticConfig, critic_optimizer, make_network
-from offline_gitd.learners import offline as offline_learner
-from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.offline import train as offline_learner
 from offline_gitd.learners.discrete import discrete_loss, init_discrete_state
-from offline_gitd.learners.rundir import Checkpoints
+from offline_gitd.offline.config import OfflineConfig
+from offline_gitd.rundir.checkpoints import Checkpoints
 from tests.critic_fixtures import N_ACTIONS, random_batch
 from tests.minari_fixtures import record_into_new_root
 
@@ -57,7 +57,7 @@ def final_state(run_dir: Path, like_cfg: OfflineConfig):
     """Restore the last checkpoint of ``run_dir`` as a pytree of numpy arrays."""
     ckpt = Checkpoints(run_dir)
     cfg = offline_learner.resolve_config(like_cfg)
-    from offline_gitd.learners.datasets import open_offline_data
+    from offline_gitd.data.datasets import open_offline_data
 
     family = offline_learner.build_family(cfg, open_offline_data(cfg))
     like = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.asarray(cfg.seed_list)))
@@ -145,7 +145,7 @@ def test_scan_and_loop_drivers_agree(dataset, tmp_path) -> None:
 
 
 def test_non_finite_loss_stops_naming_the_step_and_keeps_the_checkpoint(dataset, tmp_path, monkeypatch, capsys) -> None:
-    from offline_gitd.learners import datasets
+    from offline_gitd.data import datasets
 
     real_open = datasets.open_offline_data
 

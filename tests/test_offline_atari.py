@@ -13,7 +13,7 @@ import numpy as np
 from offline_gitd.cli import main
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
 from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
-from offline_gitd.learners.rundir import Checkpoints
+from offline_gitd.rundir.checkpoints import Checkpoints
 
 PONG_ACTIONS = 6
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from offline_gitd.cli import main
-from offline_gitd.config_cli import resume_changes
 from offline_gitd.errors import ConfigError
-from offline_gitd.learners.rundir import Checkpoints
+from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.rundir.files import resume_changes
 from tests.minari_fixtures import record_into_new_root
 
 pytestmark = pytest.mark.usefixtures("jax_compilation_cache")

@@ -11,8 +11,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from offline_gitd.cli import main
-from offline_gitd.learners.rundir import Checkpoints
-from offline_gitd.scalars import Outputs, ScalarLog
+from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.rundir.flags import Outputs
+from offline_gitd.rundir.scalars import ScalarLog
 
 ARGV = ["online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--mlp-hidden", "8", "--batch-size", "8"]
 ARGV += ["--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "100", "--seeds", "0-1", "--no-progress"]

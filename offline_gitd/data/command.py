@@ -31,7 +31,7 @@ _DATA_DIR_HELP = "data root (default: $OFFLINE_GITD_DATA, else ~/.cache/offline_
 
 def _data_root(data_dir: str | None) -> Path:
     """The data root that ``datasets`` reads; a file in its place is refused, absent is empty."""
-    from offline_gitd.output_paths import require_dir_if_present
+    from offline_gitd.rundir.paths import require_dir_if_present
 
     require_dir_if_present(data_dir, "--data-dir")
     return data_root(data_dir)
@@ -119,10 +119,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _fetch_rlu_atari(args: argparse.Namespace) -> int:
-    from offline_gitd.config_cli import check_range
+    from offline_gitd.config.fields import check_range
     from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari, summary_lines
     from offline_gitd.errors import UsageError
-    from offline_gitd.output_paths import require_dir_target
+    from offline_gitd.rundir.paths import require_dir_target
 
     check_range("--jobs", args.jobs, 1, MAX_JOBS, why="parallel downloads")
     check_range("--retries", args.retries, 1)
@@ -161,7 +161,7 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
 def _fetch_minari(args: argparse.Namespace) -> int:
     from offline_gitd.data.fetch import fetch_minari
     from offline_gitd.data.paths import minari_datasets_dir
-    from offline_gitd.output_paths import require_dir_target
+    from offline_gitd.rundir.paths import require_dir_target
 
     dataset = parse_dataset_id(f"minari:{args.dataset_id.removeprefix('minari:')}")
     if args.data_dir:

@@ -37,7 +37,7 @@ class FrameChunk(NamedTuple):
         (each seed's frames of this chunk, gathered on the host).
     refs: :class:`~offline_gitd.batch.FrameRefs` with leaves [M, seeds, B, ...].
     lease: a host-gathered pool's claim on its reusable buffer
-        (:class:`~offline_gitd.learners.host_pools.PoolLease`), released by the feed's runner
+        (:class:`~offline_gitd.offline.host_pools.PoolLease`), released by the feed's runner
         once the chunk has run; ``None`` for the store kept on the device. Not a pytree leaf.
     """
 

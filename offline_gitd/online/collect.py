@@ -29,15 +29,16 @@ import gymnasium as gym
 import numpy as np
 
 from offline_gitd import __version__
-from offline_gitd.config_cli import check_range
+from offline_gitd.config.fields import check_range
 from offline_gitd.critics import CRITIC_KINDS
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
 from offline_gitd.online.config import OnlineConfig
-from offline_gitd.online.train import inspect_env, train
-from offline_gitd.scalars import Outputs
+from offline_gitd.online.env_info import inspect_env
+from offline_gitd.online.train import train
+from offline_gitd.rundir.flags import Outputs
 
 # Horizons of the Gym data-collection table (REFERENCE "Offline Gym ablation").
 COLLECT_HORIZONS = {"LunarLander-v3": 500, "MountainCar-v0": 200}
@@ -61,7 +62,7 @@ class CollectRequest:
 
 def _code_version() -> str:
     """Package version and, from a git checkout, the commit (``+dirty`` with local changes)."""
-    from offline_gitd.learners.provenance import git_commit
+    from offline_gitd.rundir.provenance import git_commit
 
     git = git_commit()
     if git is None:

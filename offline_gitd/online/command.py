@@ -6,9 +6,9 @@ import argparse
 import shlex
 from pathlib import Path
 
-from offline_gitd.config_cli import add_dataclass_arguments, add_run_arguments, from_namespace, given_fields, start_run
+from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields
 from offline_gitd.online.config import OnlineConfig
-from offline_gitd.scalars import add_output_arguments, outputs_from_args
+from offline_gitd.rundir.flags import add_output_arguments, add_run_arguments, outputs_from_args, start_run
 
 DQN_EXAMPLES = """\
   offline_gitd online dqn --env Pong --critic gitd --K 5 --steps 10000000 --seeds 0-2 --out runs/pong-gidqn
@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.online.train import resume_config, train
-    from offline_gitd.output_paths import require_dir_target
+    from offline_gitd.rundir.paths import require_dir_target
 
     given = given_fields(OnlineConfig, args)
     exploration = [name for name in DQN_ONLY if name in given and name != "preset"]
@@ -145,7 +145,7 @@ def _online(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     from offline_gitd.online.collect import CollectRequest, collect
-    from offline_gitd.output_paths import require_dir_target
+    from offline_gitd.rundir.paths import require_dir_target
 
     if args.run_dir:
         require_dir_target(args.run_dir, "--run-dir")

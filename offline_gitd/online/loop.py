@@ -20,7 +20,6 @@ exploration keys are ``fold_in(PRNGKey(seed), env_step)``, a function of the ste
 from __future__ import annotations
 
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,30 +31,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from offline_gitd import __version__
-from offline_gitd.batch import Batch
+from offline_gitd.batch import Batch, stack_seeds
 from offline_gitd.data.replay import EpisodeStore
-from offline_gitd.envs.make import make_env
 from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
 from offline_gitd.learners.family import Family
-from offline_gitd.learners.integrity import deferred_interrupt, read_sealed_pickle, write_sealed_pickle
-from offline_gitd.learners.provenance import collect as collect_provenance
-from offline_gitd.learners.run import TrainingDiverged, _flatten_metrics, stack_seeds
-from offline_gitd.learners.rundir import (
-    METRICS_FILE,
-    RESULT_COLUMNS,
-    RESULTS_FILE,
-    Checkpoints,
-    CsvLog,
-    open_run_dir,
-    result_row,
-)
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.env_info import EnvInfo, make_online_env, obs_example
 from offline_gitd.online.replay import WindowedReplay
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
-from offline_gitd.online.train import EnvInfo, obs_example
 from offline_gitd.progress import Progress
-from offline_gitd.scalars import Outputs, ScalarLog
+from offline_gitd.rundir.flags import Outputs
+from offline_gitd.rundir.lifecycle import RunLifecycle, flatten_metrics, run_record
+from offline_gitd.rundir.seals import deferred_interrupt, read_sealed_pickle, write_sealed_pickle
 
 EPISODES_FILE = "episodes.csv"
 HOST_STATE = "host_state"
@@ -100,14 +87,6 @@ class SeedSlot:
         state = dict(self.__dict__)
         del state["env"]
         return state
-
-
-def _make_env(cfg: OnlineConfig, info: EnvInfo, seed: int, **make_kw: Any) -> gym.Env:
-    """Learning sees unclipped env rewards; clipping happens when storing (returns stay scores).
-    ``make_kw`` reaches the env's constructor (``offline_gitd evaluate --video`` renders)."""
-    if info.frames:
-        return make_env(info.env_id, seed, max_steps=cfg.horizon, **make_kw)
-    return make_env(info.env_id, seed, **({"max_episode_steps": cfg.horizon} if cfg.horizon else {}), **make_kw)
 
 
 def _new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
@@ -167,17 +146,15 @@ class OnlineRun:
         run_dir: Path,
         progress: bool,
         wrap_env: Callable[[gym.Env], gym.Env] | None,
-        open_dir: Callable[[], dict[str, Any]],
-        outputs: Outputs | None = None,
+        run: RunLifecycle,
     ) -> None:
-        """``open_dir`` writes the run directory; it is called once the networks exist (a network
-        that does not fit the env fails before), and returns what config.json then says."""
+        """``run`` opens the run directory once the networks exist (a network that does not fit
+        the env fails before)."""
         self.cfg, self.info, self.family, self.run_dir, self.progress = cfg, info, family, run_dir, progress
         self.seeds = cfg.seed_list
         self.utd = utd_fraction(cfg.utd)
         self.wrap_env = wrap_env or (lambda env: env)
         self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
-        self.outputs = outputs or Outputs()
         self.driver = choose_driver(cfg.driver, cfg.torso)
         self.run_chunk = make_chunk_runner(family.step, self.driver)
         seeds = jnp.asarray(self.seeds)
@@ -196,8 +173,8 @@ class OnlineRun:
             )
             self.policy = lambda state, obs, step: explore(state, obs, seeds, step)
         self.metric_columns = self._metric_columns(family, info)
-        self.provenance = open_dir()
-        self.checkpoints = Checkpoints(run_dir, self.outputs.keep_checkpoints)
+        self.run = run
+        self.provenance = run.open()
         self.slots: list[SeedSlot] = []
         self.updates = 0
         self.window: dict[str, Any] = {}
@@ -217,30 +194,28 @@ class OnlineRun:
         state = jax.eval_shape(family.init, jax.random.PRNGKey(0))
         aux = jax.eval_shape(family.step, state, batch)[1]
         one_update = _loggable({name: np.zeros((1, *value.shape)) for name, value in aux.items()})
-        return list(_flatten_metrics({name: value[0] for name, value in one_update.items()}))
+        return list(flatten_metrics({name: value[0] for name, value in one_update.items()}))
 
     # -- checkpoints ---------------------------------------------------------------------------
 
     def _host_path(self, step: int) -> Path:
         return self.run_dir / HOST_STATE / f"{step}.pkl"
 
-    def start(self, resume: bool) -> int:
+    def start(self) -> int:
         """Fresh slots, or the newest intact checkpoint's; returns the env steps already done."""
-        step = 0
-        if resume:
-            step, self.state, host = self.checkpoints.restore_newest_intact(self.state, self._read_host_state)
+        step, self.state, host = self.run.restore(self.state, self._read_host_state)
         if step:
             self.updates = host["updates"]
             for saved in host["slots"]:
                 obs = saved.pop("obs")
                 slot = SeedSlot(**saved, obs=obs)
-                slot.env = self.wrap_env(_make_env(self.cfg, self.info, slot.seed))
+                slot.env = self.wrap_env(make_online_env(self.cfg, self.info, slot.seed))
                 _restore_env(slot, self.info, obs)
                 self.slots.append(slot)
         else:
             for seed in self.seeds:
                 slot = _new_slot(self.cfg, self.info, seed)
-                slot.env = self.wrap_env(_make_env(self.cfg, self.info, seed))
+                slot.env = self.wrap_env(make_online_env(self.cfg, self.info, seed))
                 _start_episode(slot, self.info)
                 self.slots.append(slot)
         return step
@@ -256,7 +231,7 @@ class OnlineRun:
         path.parent.mkdir(exist_ok=True)
         with deferred_interrupt():
             write_sealed_pickle(path, {"updates": self.updates, "slots": [s.host_state() for s in self.slots]})
-            self.checkpoints.save(step, self.state)
+            self.run.save(step, self.state)
             kept = sorted((int(p.stem) for p in path.parent.glob("*.pkl") if p.stem.isdigit()), reverse=True)[:2]
             for old in path.parent.glob("*.pkl"):
                 if not old.stem.isdigit() or int(old.stem) not in kept:
@@ -321,14 +296,7 @@ class OnlineRun:
         self.state, aux = self.run_chunk(self.state, chunk)
         aux = jax.device_get(aux)  # [count, seeds, ...]
         loss = np.asarray(aux["loss"])
-        if not np.all(np.isfinite(loss)):
-            update, seed_index = np.argwhere(~np.isfinite(loss))[0]
-            kept = self.checkpoints.newest_intact()
-            where = f"{self.checkpoints.path(kept)} (env step {kept})" if kept else "none (no checkpoint yet)"
-            raise TrainingDiverged(
-                f"loss became {loss[update, seed_index]} at env step {step}, update {self.updates + update + 1} "
-                f"(seed {self.seeds[seed_index]}); last good checkpoint: {where}"
-            )
+        self.run.check_finite(loss, self.seeds, lambda i: f"env step {step}, update {self.updates + i + 1}")
         self.updates += len(loss)
         sums = self.window.setdefault("sums", {})
         for name, value in _loggable(aux).items():
@@ -351,10 +319,9 @@ class OnlineRun:
 
     # -- logging -------------------------------------------------------------------------------
 
-    def _log(self, step: int, elapsed: float, logs: dict[str, CsvLog]) -> list[dict[str, Any]]:
+    def _log(self, step: int, elapsed: float) -> list[dict[str, Any]]:
         cfg, window = self.cfg, self.window
         episodes = window.get("episodes", [])
-        logs["episodes"].append(episodes)
         epsilon = (
             epsilon_at(step, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
             if cfg.algo == "dqn"
@@ -377,38 +344,21 @@ class OnlineRun:
                 row["epsilon"] = epsilon
             count = window.get("updates", 0)
             row.update(dict.fromkeys(self.metric_columns, float("nan")))
-            row.update(_flatten_metrics({name: total[i] / count for name, total in window.get("sums", {}).items()}))
+            row.update(flatten_metrics({name: total[i] / count for name, total in window.get("sums", {}).items()}))
             row["window_seconds"] = round(elapsed, 3)
             metric_rows.append(row)
             if slot.last_result is not None:
                 result_rows.append(
-                    result_row(
-                        self.provenance, cfg.algo, cfg.critic, cfg.K, cfg.beta, slot.seed, step, slot.last_result
-                    )
+                    self.run.result_row(cfg.algo, cfg.critic, cfg.K, cfg.beta, slot.seed, step, slot.last_result)
                 )
-        logs["metrics"].append(metric_rows)
-        logs["results"].append(result_rows)
+        self.run.write(metric_rows, result_rows, episodes=episodes)
         self.window = {}
         return metric_rows
 
-    def run(self, resume: bool) -> None:
+    def train(self) -> None:
         cfg = self.cfg
-        start = self.start(resume)
-        logs = {
-            "metrics": CsvLog(self.run_dir / METRICS_FILE),
-            "results": CsvLog(self.run_dir / RESULTS_FILE, RESULT_COLUMNS),
-            "episodes": CsvLog(self.run_dir / EPISODES_FILE, EPISODE_COLUMNS),
-        }
-        for log in logs.values():
-            log.drop_after("step", start)
-        scalars = ScalarLog(
-            self.run_dir,
-            self.seeds,
-            self.provenance["config"],
-            self.outputs,
-            name=self.provenance["run_id"],
-            resume_step=start,
-        )
+        start = self.start()
+        self.run.start_logs(start, self.seeds)
         bar = Progress(cfg.steps, f"{cfg.algo} {self.info.name}", initial=start, enabled=self.progress)
         recent = {seed: deque(maxlen=SUMMARY_EPISODES) for seed in self.seeds}
         run_started = started = time.perf_counter()
@@ -424,8 +374,7 @@ class OnlineRun:
                 for episode in episodes:
                     recent[episode["seed"]].append(episode["return"])
                 elapsed = time.perf_counter() - started
-                rows = self._log(step, elapsed, logs)
-                scalars.log(rows)
+                rows = self._log(step, elapsed)
                 started = time.perf_counter()
                 returns = [r["episode_return"] for r in rows if np.isfinite(r["episode_return"])]
                 if returns:
@@ -434,7 +383,7 @@ class OnlineRun:
             if checkpoint:
                 self.save(step)
         bar.close()
-        scalars.close()
+        self.run.close()
         bar.write(
             _summary_line(
                 cfg,
@@ -481,21 +430,23 @@ def run_online(
     ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it).
     """
     run_dir = Path(cfg.out)
-    made_by = collect_provenance(command_line, None)
-    record = {
-        "config": cfg.to_dict(),
-        "run_id": uuid.uuid4().hex[:12],
-        "config_hash": cfg.config_hash(),
-        "suite": info.suite,
-        "env": info.name,
-        "method_config": cfg.method_config(info.domain),
-        "package_version": __version__,
-        "created_at": made_by["at"],
-        "provenance": made_by,
-    }
-
-    def open_dir() -> dict[str, Any]:
-        return open_run_dir(run_dir, record, made_by, resume, overwrite)
-
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, open_dir, outputs).run(resume)
+    record, made_by = run_record(
+        cfg,
+        suite=info.suite,
+        env=info.name,
+        method_config=cfg.method_config(info.domain),
+        command_line=command_line,
+        data_dir=None,
+    )
+    run = RunLifecycle(
+        run_dir,
+        record,
+        made_by,
+        resume=resume,
+        overwrite=overwrite,
+        outputs=outputs,
+        unit="env step",
+        extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
+    )
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run).train()
     return run_dir

@@ -11,57 +11,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
-from offline_gitd.envs.atari import RLU_GAMES, resolve_game
-from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, make_env
-from offline_gitd.errors import ConfigError, UsageError
+from offline_gitd.errors import ConfigError
 from offline_gitd.learners.family import Family, make_continuous_family, make_discrete_family
 from offline_gitd.online.config import OnlineConfig
-from offline_gitd.scalars import Outputs
-
-ALGO_ACTIONS = {"dqn": "discrete", "sac": "continuous"}
-
-
-class EnvInfo(NamedTuple):
-    """What the online loop needs to know about its environment."""
-
-    env_id: str  # as given to make_env
-    domain: str  # atari | gym | continuous: selects the defaults
-    suite: str  # leaderboard suite: atari | gym | mujoco
-    name: str  # leaderboard env: the game (Pong) or the gymnasium id
-    spaces: SpaceInfo
-
-    @property
-    def frames(self) -> bool:
-        """Atari: the replay stores single 84x84 frames and stacks 4 when sampling."""
-        return self.domain == "atari"
-
-
-def inspect_env(env_id: str, algo: str) -> EnvInfo:
-    """Build the env once to learn its spaces; refuse ids and action spaces the algo can't use."""
-    game = env_id[len(ATARI_PREFIX) :] if env_id.startswith(ATARI_PREFIX) else env_id if env_id in RLU_GAMES else None
-    env = make_env(env_id, 0)
-    try:
-        spaces = describe_spaces(env)
-        if game is not None:
-            domain, suite, name = "atari", "atari", resolve_game(game)[len("ALE/") : -len("-v5")]
-        else:
-            continuous = spaces.action_kind == "continuous"
-            entry = str(gym.spec(env_id).entry_point)
-            domain = "continuous" if continuous else "gym"
-            suite, name = ("mujoco" if "mujoco" in entry else "gym"), env_id
-    finally:
-        env.close()
-    if spaces.action_kind != ALGO_ACTIONS[algo]:
-        other = "sac" if algo == "dqn" else "dqn"
-        raise UsageError(
-            f"{env_id} has {spaces.action_kind} actions; online {algo} needs {ALGO_ACTIONS[algo]} ones (use online {other})"
-        )
-    return EnvInfo(env_id, domain, suite, name, spaces)
+from offline_gitd.online.env_info import EnvInfo, inspect_env, obs_example
+from offline_gitd.rundir.flags import Outputs
 
 
 def resolve_config(cfg: OnlineConfig) -> tuple[OnlineConfig, EnvInfo]:
@@ -74,13 +32,6 @@ def resolve_config(cfg: OnlineConfig) -> tuple[OnlineConfig, EnvInfo]:
         need = "a convolutional torso (nature, impala, impala-gap)" if info.frames else "--torso mlp"
         raise ConfigError(f"{cfg.env} has {'image' if info.frames else 'vector'} observations: use {need}")
     return cfg, info
-
-
-def obs_example(info: EnvInfo) -> np.ndarray:
-    """One network input, batch of 1: uint8 [1, 84, 84, 4] frames or float32 [1, d] vectors."""
-    if info.frames:
-        return np.zeros((1, *info.spaces.obs_shape), np.uint8)
-    return np.zeros((1, int(np.prod(info.spaces.obs_shape))), np.float32)
 
 
 def build_family(cfg: OnlineConfig, info: EnvInfo) -> Family:
@@ -118,8 +69,8 @@ def train(
 ) -> Path:
     """Run ``cfg`` (resolving the env's defaults first) and return the run directory; nothing is
     written until the flags, the run directory, the env and the networks have been checked."""
-    from offline_gitd.learners.rundir import absolute, check_run_dir
     from offline_gitd.online.loop import run_online
+    from offline_gitd.rundir.files import absolute, check_run_dir
 
     if cfg.out:
         cfg = dataclasses.replace(cfg, out=absolute(cfg.out))
@@ -141,6 +92,6 @@ def train(
 def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OnlineConfig:
     """The saved config of the run in ``run_dir`` (wherever it now is), with the flags ``given``
     on the command line: ``--steps`` may extend the run, any other difference is refused."""
-    from offline_gitd.learners.rundir import resumed_config
+    from offline_gitd.rundir.files import resumed_config
 
     return resumed_config(OnlineConfig, run_dir, given, "steps", ("out",))

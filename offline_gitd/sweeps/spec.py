@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from offline_gitd.config_cli import _base_type, parse_int_range
+from offline_gitd.config.fields import base_type, parse_int_range
 from offline_gitd.errors import ConfigError
 
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -99,7 +99,7 @@ class SweepSpec:
     @property
     def config_class(self) -> type:
         if self.command == "train":
-            from offline_gitd.learners.config import OfflineConfig
+            from offline_gitd.offline.config import OfflineConfig
 
             return OfflineConfig
         from offline_gitd.online.config import OnlineConfig
@@ -247,7 +247,7 @@ def _check_field(where: str, key: str, spec: SweepSpec, name: str, value: Any) -
         raise ConfigError(f"{where}: {key}: set by the sweep ({RESERVED[name]}); remove it")
     if name not in fields or (name == "algo" and spec.command != "train"):
         raise ConfigError(f"{where}: {key}: unknown field for {spec.command!r}")
-    kind = _base_type(typing.get_type_hints(spec.config_class)[name])
+    kind = base_type(typing.get_type_hints(spec.config_class)[name])
     return _coerce(where, key, fields[name], kind, value)
 
 

@@ -66,7 +66,7 @@ def check_range(flag: str, value: float | None, low: float, high: float | None =
         raise ConfigError(f"{flag} must be {bound}{f' ({why})' if why else ''}, got {value}")
 
 
-def _base_type(annotation: Any) -> Any:
+def base_type(annotation: Any) -> Any:
     """``int | None`` -> ``int``; plain types pass through."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -94,7 +94,7 @@ def add_dataclass_arguments(
     for field in dataclasses.fields(cls):
         if field.name in skip:
             continue
-        kind = _base_type(hints[field.name])
+        kind = base_type(hints[field.name])
         flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
         default = field.default
         shown = "domain default" if default is None else default
@@ -142,34 +142,6 @@ def describe_overrides(resolved: dict[str, Any], reference: dict[str, Any], igno
 def given_fields(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     """The fields of ``cls`` that the command line set (with ``only_given`` parsing)."""
     return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
-
-
-def resume_changes(
-    saved: dict[str, Any], given: dict[str, Any], extendable: str, free: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """The changes a resume may make to a saved config: ``extendable`` (the run's length) may grow,
-    ``free`` fields (where things are, not what is learned) may be given anew; any other flag
-    whose value differs from the saved run's is refused, naming the field (DESIGN §9)."""
-    changes: dict[str, Any] = {}
-    for name, value in given.items():
-        flag = "--" + name.replace("_", "-")
-        if name in free:
-            if value is not None:
-                changes[name] = value
-        elif name == extendable:
-            if value is None or value == saved.get(name):
-                continue
-            if saved.get(name) is not None and value < saved[name]:
-                raise ConfigError(
-                    f"{flag} {value} is shorter than the run's {saved[name]}: resume can only extend a run"
-                )
-            changes[name] = value
-        elif value is not None and value != saved.get(name):
-            raise ConfigError(
-                f"{flag} {value} differs from the run's {name} = {saved.get(name)}: resume may only extend "
-                f"--{extendable.replace('_', '-')} (start a new run with another --out, or use --overwrite)"
-            )
-    return changes
 
 
 def parse_int_range(text: str, name: str, max_count: int | None = None) -> list[int]:
@@ -220,35 +192,3 @@ def parse_widths(text: str, name: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 1 or max(sizes) > MAX_WIDTH:
         raise ConfigError(f"{name} widths must be in [1, {MAX_WIDTH}], got {text!r}")
     return sizes
-
-
-def add_run_arguments(parser: argparse.ArgumentParser, length_flag: str) -> None:
-    """The flags every run command (``train``, ``online``) shares beside its config's: resume,
-    overwrite, and where its scalars go (progress, TensorBoard, wandb, checkpoints kept)."""
-    from offline_gitd.scalars import add_output_arguments
-
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help=f"continue the run in --out (wherever it now is) from its last checkpoint; {length_flag} may grow, "
-        "any other flag must match the run's",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
-    add_output_arguments(parser)
-
-
-def start_run(train: Callable[..., Any], cfg: Any, args: argparse.Namespace, resume_command: str) -> Any:
-    """Call a run command's ``train`` with the flags of :func:`add_run_arguments`; an interrupt
-    names ``resume_command``, the line that continues the run."""
-    from offline_gitd.learners.integrity import resume_hint
-    from offline_gitd.scalars import outputs_from_args
-
-    with resume_hint(resume_command):
-        return train(
-            cfg,
-            resume=args.resume,
-            progress=args.progress,
-            overwrite=args.overwrite,
-            command_line=getattr(args, "argv", None),
-            outputs=outputs_from_args(args),
-        )

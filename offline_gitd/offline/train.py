@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from offline_gitd.data.datasets import OfflineData
 from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
-from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.family import Family, make_discrete_family
-from offline_gitd.learners.run import OfflineData, run_offline
-from offline_gitd.learners.rundir import absolute, check_run_dir, resumed_config
-from offline_gitd.scalars import Outputs
+from offline_gitd.offline.config import OfflineConfig
+from offline_gitd.offline.loop import run_offline
+from offline_gitd.rundir.files import absolute, check_run_dir, resumed_config
+from offline_gitd.rundir.flags import Outputs
 
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
@@ -48,7 +49,7 @@ def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -
 
 
 def resolve_config(cfg: OfflineConfig) -> OfflineConfig:
-    from offline_gitd.learners.datasets import dataset_domain
+    from offline_gitd.data.datasets import dataset_domain
 
     if not cfg.dataset:
         raise ConfigError("--dataset is required (rlu-atari:GAME/RUN[:CHECKPOINTS] or minari:ID)")
@@ -83,7 +84,7 @@ def train(
     the run directory is written; ``command_line`` is recorded in its provenance; ``outputs`` says
     where the scalars go besides ``metrics.csv`` (TensorBoard, wandb).
     """
-    from offline_gitd.learners.datasets import open_offline_data
+    from offline_gitd.data.datasets import open_offline_data
 
     cfg = absolute_paths(cfg)
     check_run_dir(Path(cfg.out), resume, overwrite)

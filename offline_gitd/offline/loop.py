@@ -9,75 +9,26 @@ The host reads metrics once per chunk of updates, never per step.
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from offline_gitd import __version__
-from offline_gitd.batch import Batch
-from offline_gitd.envs.make import SpaceInfo, evaluate_policies
-from offline_gitd.errors import UsageError
+from offline_gitd.data.datasets import OfflineData
+from offline_gitd.envs.make import evaluate_policies
 from offline_gitd.leaderboard.reference import d4rl_normalised, d4rl_reference
-from offline_gitd.learners.config import OfflineConfig
 from offline_gitd.learners.drivers import choose_driver
 from offline_gitd.learners.family import Family
-from offline_gitd.learners.feed import ChunkFeed
-from offline_gitd.learners.provenance import collect as collect_provenance
-from offline_gitd.learners.rundir import (
-    METRICS_FILE,
-    RESULT_COLUMNS,
-    RESULTS_FILE,
-    Checkpoints,
-    CsvLog,
-    open_run_dir,
-    result_row,
-)
+from offline_gitd.offline.config import OfflineConfig
+from offline_gitd.offline.feed import ChunkFeed
 from offline_gitd.progress import Progress
-from offline_gitd.scalars import Outputs, ScalarLog
+from offline_gitd.rundir.flags import Outputs
+from offline_gitd.rundir.lifecycle import RunLifecycle, flatten_metrics, run_record
 
 # Per-sample vectors are for prioritised replay, not for logs.
 _UNLOGGED = ("td_abs",)
-
-
-class TrainingDiverged(UsageError):
-    """A non-finite loss: the run stops, keeping its last good checkpoint."""
-
-
-@dataclass(frozen=True)
-class OfflineData:
-    """What the offline loop needs from a dataset, wherever it came from (DESIGN §1)."""
-
-    domain: str  # atari | gym | continuous: selects the paper's defaults
-    replay: Any  # .sample(batch_size, rng) -> Batch
-    make_eval_env: Callable[[int], Any]  # seed -> gymnasium.Env for evaluation
-    spaces: SpaceInfo
-    suite: str
-    env_name: str
-    description: str
-
-
-def stack_seeds(batches: list[Batch]) -> Batch:
-    """Per-seed batches -> one batch with a leading seed axis."""
-    return Batch(*(np.stack(field) for field in zip(*batches, strict=True)))
-
-
-def _flatten_metrics(aux: dict[str, np.ndarray]) -> dict[str, float]:
-    """Per-seed means over the epoch -> flat CSV columns (per-head vectors become name_k, 1-based)."""
-    flat: dict[str, float] = {}
-    for name, value in sorted(aux.items()):
-        value = np.asarray(value)
-        if value.ndim == 0:
-            flat[name] = float(value)
-        else:
-            for k, v in enumerate(value, start=1):
-                flat[f"{name}_{k}"] = float(v)
-    return flat
 
 
 def _eval_stats(returns: np.ndarray, d4rl: tuple[float, float] | None) -> dict[str, float]:
@@ -106,42 +57,24 @@ def run_offline(
     The run directory is written only once the training state exists (a network that does not
     fit the data fails before), so a failed start leaves no half-made run behind.
     """
-    outputs = outputs or Outputs()
     run_dir = Path(cfg.out)
     seeds = cfg.seed_list
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
-    made_by = collect_provenance(command_line, cfg.data_dir)
-    record = {
-        "config": cfg.to_dict(),
-        "run_id": uuid.uuid4().hex[:12],
-        "config_hash": cfg.config_hash(),
-        "dataset": data.description,
-        "suite": data.suite,
-        "env": data.env_name,
-        "algorithm": cfg.algorithm_name(data.spaces.action_kind),
-        "method_config": cfg.method_config(data.domain),
-        "package_version": __version__,
-        "created_at": made_by["at"],
-        "provenance": made_by,
-    }
-    provenance = open_run_dir(run_dir, record, made_by, resume, overwrite)
-    algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
-    checkpoints = Checkpoints(run_dir, outputs.keep_checkpoints)
-    start_epoch = 0
-    if resume:
-        start_epoch, state, _ = checkpoints.restore_newest_intact(state)
-    metrics_log = CsvLog(run_dir / METRICS_FILE)
-    results_log = CsvLog(run_dir / RESULTS_FILE, RESULT_COLUMNS)
-    for log in (metrics_log, results_log):
-        log.drop_after("step", start_epoch * cfg.steps_per_epoch)
-    scalars = ScalarLog(
-        run_dir,
-        seeds,
-        provenance["config"],
-        outputs,
-        name=provenance["run_id"],
-        resume_step=start_epoch * cfg.steps_per_epoch,
+    record, made_by = run_record(
+        cfg,
+        suite=data.suite,
+        env=data.env_name,
+        method_config=cfg.method_config(data.domain),
+        command_line=command_line,
+        data_dir=cfg.data_dir,
+        dataset=data.description,
+        algorithm=cfg.algorithm_name(data.spaces.action_kind),
     )
+    run = RunLifecycle(run_dir, record, made_by, resume=resume, overwrite=overwrite, outputs=outputs, unit="epoch")
+    provenance = run.open()
+    algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
+    start_epoch, state, _ = run.restore(state)
+    run.start_logs(start_epoch * cfg.steps_per_epoch, seeds)
 
     d4rl = d4rl_reference(data.suite, data.env_name)
     feed = ChunkFeed(data.replay, cfg.batch_size, choose_driver(cfg.driver, cfg.torso), cfg.frames)
@@ -158,15 +91,8 @@ def run_offline(
         for count, chunk in feed.epoch(rngs, cfg.steps_per_epoch, cfg.updates_per_call):
             state, aux = run_chunk(state, chunk)
             loss = np.asarray(aux["loss"])  # [count, seeds]: the one host read per chunk
-            if not np.all(np.isfinite(loss)):
-                step_index, seed_index = np.argwhere(~np.isfinite(loss))[0]
-                kept = checkpoints.newest_intact()
-                where = f"{checkpoints.path(kept)} (epoch {kept})" if kept else "none (no epoch finished)"
-                raise TrainingDiverged(
-                    f"loss became {loss[step_index, seed_index]} at gradient step "
-                    f"{(epoch - 1) * cfg.steps_per_epoch + done + step_index + 1} (seed {seeds[seed_index]}); "
-                    f"last good checkpoint: {where}"
-                )
+            first = (epoch - 1) * cfg.steps_per_epoch + done + 1
+            run.check_finite(loss, seeds, lambda i, first=first: f"gradient step {first + i}")
             for name, value in aux.items():
                 if name not in _UNLOGGED:  # float64: epoch means that do not depend on the chunking
                     sums[name] = sums.get(name, 0.0) + np.asarray(value, np.float64).sum(axis=0)
@@ -185,25 +111,21 @@ def run_offline(
                 "seed": seed,
                 **_eval_stats(returns[i], d4rl),
             }
-            row.update(_flatten_metrics({name: total[i] / cfg.steps_per_epoch for name, total in sums.items()}))
+            row.update(flatten_metrics({name: total[i] / cfg.steps_per_epoch for name, total in sums.items()}))
             row["epoch_seconds"] = round(elapsed, 3)
             metric_rows.append(row)
             if len(returns[i]):
                 result_rows.append(
-                    result_row(
-                        provenance, algorithm, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i]))
-                    )
+                    run.result_row(algorithm, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i])))
                 )
-        metrics_log.append(metric_rows)
-        results_log.append(result_rows)
-        scalars.log(metric_rows)
-        checkpoints.save(epoch, state)
+        run.write(metric_rows, result_rows)
+        run.save(epoch, state)
         mean_return = np.mean([r["eval_return"] for r in metric_rows])
         bar.write(
             f"epoch {epoch}/{cfg.epochs}: step {step}, loss {np.mean([r['loss'] for r in metric_rows]):.4g}, "
             f"eval return {mean_return:.2f} over {len(seeds)} seed(s), {elapsed:.1f}s"
         )
-    scalars.close()
+    run.close()
     return run_dir
 
 

@@ -1,40 +1,27 @@
-"""The run directory: ``config.json``, ``metrics.csv``, ``results.csv``, ``checkpoints/``.
+"""The run directory's files: ``config.json``, ``metrics.csv``, ``results.csv`` and their rules.
 
-Side effects live here, at the edge. Checkpoints are orbax saves of the whole training-state
-pytree (all seeds at once) keyed by epoch; a CSV row belongs to an epoch, and rows of epochs
-after the last checkpoint are dropped on resume so that a crash between writing rows and saving
-the checkpoint never duplicates or loses an epoch.
+Side effects live here, at the edge: starting a run directory, recording a resume, the saved
+config a resume may only extend, append-only CSV logs and the leaderboard's result row.
+Checkpoints are :mod:`offline_gitd.rundir.checkpoints`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import io
 import json
-import logging
 import os
-import re
 import shutil
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import jax
-import orbax.checkpoint as ocp
-
-from offline_gitd.config_cli import resume_changes
-from offline_gitd.errors import UsageError
+from offline_gitd.errors import ConfigError, UsageError
 from offline_gitd.leaderboard.schema import COLUMNS
-from offline_gitd.learners.integrity import (
-    DamagedFile,
+from offline_gitd.rundir.seals import (
     DiskFull,
-    deferred_interrupt,
-    tree_problem,
-    tree_sha256,
     write_bytes_atomic,
     write_json_atomic,
 )
@@ -43,7 +30,6 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 RESULTS_FILE = "results.csv"
 CHECKPOINTS = "checkpoints"
-ORBAX_TMP_SUFFIX = ".orbax-checkpoint-tmp"
 # The leaderboard's result row (DESIGN §6), in order.
 RESULT_COLUMNS = COLUMNS
 
@@ -107,6 +93,34 @@ def open_run_dir(
         return record_resume(run_dir, record["config"], made_by)
     start_run_dir(run_dir, record, overwrite)
     return dict(record)
+
+
+def resume_changes(
+    saved: dict[str, Any], given: dict[str, Any], extendable: str, free: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The changes a resume may make to a saved config: ``extendable`` (the run's length) may grow,
+    ``free`` fields (where things are, not what is learned) may be given anew; any other flag
+    whose value differs from the saved run's is refused, naming the field (DESIGN §9)."""
+    changes: dict[str, Any] = {}
+    for name, value in given.items():
+        flag = "--" + name.replace("_", "-")
+        if name in free:
+            if value is not None:
+                changes[name] = value
+        elif name == extendable:
+            if value is None or value == saved.get(name):
+                continue
+            if saved.get(name) is not None and value < saved[name]:
+                raise ConfigError(
+                    f"{flag} {value} is shorter than the run's {saved[name]}: resume can only extend a run"
+                )
+            changes[name] = value
+        elif value is not None and value != saved.get(name):
+            raise ConfigError(
+                f"{flag} {value} differs from the run's {name} = {saved.get(name)}: resume may only extend "
+                f"--{extendable.replace('_', '-')} (start a new run with another --out, or use --overwrite)"
+            )
+    return changes
 
 
 def resumed_config(
@@ -196,160 +210,6 @@ def _complete(row: Mapping[str | None, Any], columns: Sequence[str], column: str
     except (KeyError, ValueError):
         return False
     return True
-
-
-class Checkpoints:
-    """orbax checkpoints of the training state, one per completed epoch (all kept by default: they
-    are small next to the data, and a diverged run must still find its last good one); ``keep``
-    keeps only the newest ``keep``.
-
-    Each save is sealed by ``<step>.sha256`` beside it (a digest of every file, taken from the disk
-    once orbax has finished): a step without its digest never finished saving, and one whose files
-    no longer match it is damaged. Resume takes the newest step that is intact.
-    """
-
-    def __init__(self, run_dir: Path, keep: int | None = None) -> None:
-        self.directory = (run_dir / CHECKPOINTS).absolute()
-        self.manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=keep))
-
-    def save(self, epoch: int, state: Any) -> None:
-        """Save and seal; Ctrl-C waits for both, so no half-written step is ever left behind."""
-        with deferred_interrupt(), _orbax_errors_unlogged():
-            try:
-                self.manager.save(epoch, args=ocp.args.StandardSave(state))
-                self.manager.wait_until_finished()
-                write_json_atomic(self.digest_path(epoch), {"files": tree_sha256(self.path(epoch))})
-            except Exception as err:
-                remove_unfinished_saves(self.directory)
-                if not _is_disk_error(err):
-                    raise
-                raise DiskFull(
-                    f"cannot save checkpoint {epoch} in {self.directory}: {_first_line(err)}; the earlier "
-                    "checkpoints are intact: make room, then continue the run with --resume"
-                ) from None
-            self._drop_orphan_digests()
-
-    def latest(self) -> int | None:
-        return self.manager.latest_step()
-
-    def restore(self, epoch: int, like: Any) -> Any:
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-        return self.manager.restore(epoch, args=ocp.args.StandardRestore(abstract))
-
-    def path(self, epoch: int) -> Path:
-        return self.directory / str(epoch)
-
-    def digest_path(self, epoch: int) -> Path:
-        return self.directory / f"{epoch}.sha256"
-
-    def problem(self, epoch: int) -> str | None:
-        """Why step ``epoch`` cannot be trusted, or ``None``. Run directories from before digests
-        existed (no step has one) are trusted as they are."""
-        try:
-            expected = json.loads(self.digest_path(epoch).read_text())["files"]
-        except FileNotFoundError:
-            if any(self.directory.glob("*.sha256")):
-                return "its save never finished (no checksum)"
-            return None
-        except (ValueError, KeyError, TypeError):
-            return f"{self.digest_path(epoch).name} is damaged"
-        return tree_problem(self.path(epoch), expected)
-
-    def newest_intact(self) -> int | None:
-        return next((step for step in sorted(self.manager.all_steps(), reverse=True) if not self.problem(step)), None)
-
-    def restore_newest_intact(
-        self, like: Any, companion: Callable[[int], Any] = lambda step: None
-    ) -> tuple[int, Any, Any]:
-        """``(step, state, companion(step))`` of the newest step whose files and companion (the
-        online loop's host state) are intact; ``(0, like, None)`` when nothing was saved.
-
-        Damaged newer steps are reported in one line on stderr and removed (resume recomputes
-        them exactly); if no step is intact nothing is removed and the run refuses to resume.
-        Only the run that resumes calls this, so it also clears saves a killed process left
-        unfinished (a reader of a live run must not).
-        """
-        remove_unfinished_saves(self.directory)
-        damaged: list[tuple[int, str]] = []
-        for step in sorted(self.manager.all_steps(), reverse=True):
-            problem = self.problem(step)
-            if problem is None:
-                try:
-                    state = self.restore(step, like)
-                except Exception as err:  # noqa: BLE001 -- any orbax failure means the same: unreadable
-                    problem = f"orbax cannot read it: {type(err).__name__}"
-            if problem is None:
-                try:
-                    extra = companion(step)
-                except DamagedFile as err:
-                    problem = str(err)
-            if problem is not None:
-                damaged.append((step, problem))
-                continue
-            if damaged:
-                self._discard(step for step, _ in damaged)
-                print(
-                    f"offline_gitd: warning: {_describe(damaged)} in {self.directory}; "
-                    f"resuming from checkpoint {step}, the newest intact one",
-                    file=sys.stderr,
-                )
-            return step, state, extra
-        if damaged:
-            raise DamagedFile(
-                f"no intact checkpoint in {self.directory}: {_describe(damaged)}; "
-                "nothing was removed: start the run again under a new --out"
-            )
-        return 0, like, None
-
-    def _drop_orphan_digests(self) -> None:
-        """Digests of steps orbax no longer has (pruned by a keep-last-N policy, or deleted)."""
-        kept = {str(step) for step in self.manager.all_steps()}
-        for digest in self.directory.glob("*.sha256"):
-            if digest.stem not in kept:
-                digest.unlink(missing_ok=True)
-
-    def _discard(self, steps: Iterable[int]) -> None:
-        for step in steps:
-            shutil.rmtree(self.path(step), ignore_errors=True)
-            self.digest_path(step).unlink(missing_ok=True)
-        self.manager.reload()
-
-
-def _is_disk_error(err: BaseException) -> bool:
-    """An OSError, or orbax's tensorstore error wrapping one (it reports ``os_error_code``)."""
-    return isinstance(err, OSError) or "os_error_code" in str(err)
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    # tensorstore's message ends with the OS's words: "...: No space left on device [os_error_code='28']"
-    match = re.search(r": ([^:]+?) \[os_error_code='\d+'\]", text)
-    return match.group(1) if match else (text.splitlines() or [type(err).__name__])[0]
-
-
-@contextlib.contextmanager
-def _orbax_errors_unlogged() -> Iterator[None]:
-    """orbax logs every failure of its save threads with a traceback (about 250 lines for one full
-    disk) before raising it; the raised error alone says what happened, so hold its log meanwhile."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def _describe(damaged: Sequence[tuple[int, str]]) -> str:
-    return "; ".join(f"checkpoint {step} is damaged ({problem})" for step, problem in damaged)
-
-
-def remove_unfinished_saves(directory: Path) -> None:
-    """orbax writes a step into ``<step>.orbax-checkpoint-tmp-*`` and renames it when complete;
-    one left behind is a save that a killed process never finished."""
-    if directory.is_dir():
-        for tmp in directory.glob(f"*{ORBAX_TMP_SUFFIX}*"):
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def result_row(

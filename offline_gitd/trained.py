@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from offline_gitd.errors import UsageError
-from offline_gitd.learners.rundir import CHECKPOINTS, CONFIG_FILE, METRICS_FILE, RESULTS_FILE, Checkpoints, read_config
+from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.rundir.files import CHECKPOINTS, CONFIG_FILE, METRICS_FILE, RESULTS_FILE, read_config
 
 EPISODES_FILE = "episodes.csv"
 # Atari evaluation protocol (REFERENCE: offline evaluation epsilon 0.001), online runs included.
@@ -88,7 +89,7 @@ class Run:
     def config(self) -> Any:
         """The resolved config dataclass (:class:`OfflineConfig` or :class:`OnlineConfig`)."""
         if self.kind == "offline":
-            from offline_gitd.learners.config import OfflineConfig
+            from offline_gitd.offline.config import OfflineConfig
 
             return OfflineConfig(**self.provenance["config"])
         from offline_gitd.online.config import OnlineConfig
@@ -144,8 +145,8 @@ class Run:
     def _family_and_env(self) -> tuple[Any, Callable[..., Any], bool, float]:
         cfg = self.config
         if self.kind == "offline":
-            from offline_gitd.learners.datasets import eval_env_factory
-            from offline_gitd.learners.offline import family_for
+            from offline_gitd.data.datasets import eval_env_factory
+            from offline_gitd.offline.train import family_for
 
             make_eval_env, spaces = eval_env_factory(cfg)
             frames = len(spaces.obs_shape) == 3
@@ -160,16 +161,16 @@ class Run:
 
             epsilon = cfg.eval_epsilon if spaces.action_kind == "discrete" else 0.0
             return family_for(cfg, spaces, example), make_env, not frames, float(epsilon or 0.0)
-        from offline_gitd.online.loop import _make_env
-        from offline_gitd.online.train import build_family, inspect_env
+        from offline_gitd.online.env_info import inspect_env, make_online_env
+        from offline_gitd.online.train import build_family
 
         info = inspect_env(cfg.env, cfg.algo)
 
-        def make_online_env(seed: int, **make_kw: Any) -> Any:
-            return _make_env(cfg, info, seed, **make_kw)
+        def make_env(seed: int, **make_kw: Any) -> Any:
+            return make_online_env(cfg, info, seed, **make_kw)
 
         epsilon = ATARI_EVAL_EPSILON if info.frames else 0.0
-        return build_family(cfg, info), make_online_env, not info.frames, epsilon
+        return build_family(cfg, info), make_env, not info.frames, epsilon
 
     def policy(self, seed: int | None = None, epoch: int | None = None) -> Callable[[np.ndarray], Any]:
         """One observation (as the env returns it) -> one action (as the env takes it), greedy.

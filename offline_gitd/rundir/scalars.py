@@ -12,56 +12,17 @@ fields, so they never change a run's config hash.
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from offline_gitd.errors import UsageError
+from offline_gitd.rundir.flags import TB_DIR, Outputs
 
-TB_DIR = "tb"
 # Row columns that index a row rather than measure something.
 _INDEX_COLUMNS = ("step", "seed", "epoch")
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """What a run writes besides its CSVs and checkpoints."""
-
-    tensorboard: bool = True
-    wandb: bool = False
-    keep_checkpoints: int | None = None  # None: keep every checkpoint
-
-
-def add_output_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = True) -> None:
-    """``--no-progress``, ``--no-tensorboard``, ``--wandb`` (and ``--keep-checkpoints N``)."""
-    parser.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="no progress bars (summary lines stay)"
-    )
-    parser.add_argument(
-        "--no-tensorboard", dest="tensorboard", action="store_false", help=f"no TensorBoard events in RUN_DIR/{TB_DIR}"
-    )
-    parser.add_argument(
-        "--wandb", action="store_true", help="also log the scalars to Weights & Biases (extra: offline-gitd[wandb])"
-    )
-    if checkpoints:
-        parser.add_argument(
-            "--keep-checkpoints",
-            type=int,
-            default=None,
-            metavar="N",
-            help="keep only the last N checkpoints (default: all; pass it again on --resume)",
-        )
-
-
-def outputs_from_args(args: argparse.Namespace) -> Outputs:
-    keep = getattr(args, "keep_checkpoints", None)
-    if keep is not None and keep < 1:
-        raise UsageError(f"--keep-checkpoints must be >= 1, got {keep}")
-    return Outputs(tensorboard=args.tensorboard, wandb=args.wandb, keep_checkpoints=keep)
 
 
 def hparams_of(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:

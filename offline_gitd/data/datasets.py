@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -21,8 +22,31 @@ from offline_gitd.data.registry import MinariId, RluAtariId, format_checkpoints,
 from offline_gitd.data.replay import Replay
 from offline_gitd.envs.make import SpaceInfo, describe_spaces, make_env
 from offline_gitd.errors import UsageError
-from offline_gitd.learners.config import OfflineConfig
-from offline_gitd.learners.run import OfflineData
+
+
+class DatasetRequest(Protocol):
+    """The fields of a (resolved) offline config that say which data to read and how."""
+
+    dataset: str
+    data_dir: str | None
+    fraction: float
+    clip_rewards: bool
+    n_step: int
+    gamma: float
+    horizon: int | None
+
+
+@dataclass(frozen=True)
+class OfflineData:
+    """What the offline loop needs from a dataset, wherever it came from (DESIGN §1)."""
+
+    domain: str  # atari | gym | continuous: selects the paper's defaults
+    replay: Any  # .sample(batch_size, rng) -> Batch
+    make_eval_env: Callable[[int], Any]  # seed -> gymnasium.Env for evaluation
+    spaces: SpaceInfo
+    suite: str
+    env_name: str
+    description: str
 
 
 def dataset_domain(dataset: str, data_dir: str | None = None) -> str:
@@ -34,7 +58,7 @@ def dataset_domain(dataset: str, data_dir: str | None = None) -> str:
     return "continuous" if spaces.action_kind == "continuous" else "gym"
 
 
-def open_offline_data(cfg: OfflineConfig) -> OfflineData:
+def open_offline_data(cfg: DatasetRequest) -> OfflineData:
     """Load the dataset named by the (resolved) config into a replay, with its evaluation env."""
     parsed = parse_dataset_id(cfg.dataset)
     if isinstance(parsed, RluAtariId):
@@ -42,7 +66,7 @@ def open_offline_data(cfg: OfflineConfig) -> OfflineData:
     return _open_minari(cfg, parsed)
 
 
-def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
+def _open_rlu(cfg: DatasetRequest, parsed: RluAtariId) -> OfflineData:
     registry = load_rlu_registry()
     checkpoints = parsed.checkpoints or tuple(range(registry.num_shards(parsed.game)))
     raw = rlu_raw_dir(data_root(cfg.data_dir), "atari_episodes_ordered", parsed.game)
@@ -71,7 +95,7 @@ def _open_rlu(cfg: OfflineConfig, parsed: RluAtariId) -> OfflineData:
     return OfflineData("atari", replay, make_eval_env, spaces, "atari", parsed.game, str(parsed))
 
 
-def eval_env_factory(cfg: OfflineConfig, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
+def eval_env_factory(cfg: DatasetRequest, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
     """The evaluation env of the (resolved) config's dataset, ``seed -> env``, and its spaces,
     without reading the data (a trained run is evaluated from this). ``make_kw`` reaches the env's
     constructor (``render_mode="rgb_array"`` to film it)."""
@@ -81,7 +105,7 @@ def eval_env_factory(cfg: OfflineConfig, **make_kw: Any) -> tuple[Callable[[int]
     return _minari_eval_env(cfg, _load_minari(parsed.dataset_id, cfg.data_dir), **make_kw)
 
 
-def _rlu_eval_env(cfg: OfflineConfig, parsed: RluAtariId, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
+def _rlu_eval_env(cfg: DatasetRequest, parsed: RluAtariId, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
     def make_eval_env(seed: int) -> Any:
         return make_env(f"atari:{parsed.game}", seed, max_steps=cfg.horizon, **make_kw)
 
@@ -91,7 +115,7 @@ def _rlu_eval_env(cfg: OfflineConfig, parsed: RluAtariId, **make_kw: Any) -> tup
     return make_eval_env, spaces
 
 
-def _minari_eval_env(cfg: OfflineConfig, dataset: Any, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
+def _minari_eval_env(cfg: DatasetRequest, dataset: Any, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
     env_kwargs = {"max_episode_steps": cfg.horizon} if cfg.horizon else {}
 
     def make_eval_env(seed: int) -> Any:
@@ -142,7 +166,7 @@ def _minari_env(dataset: Any, **kwargs: Any) -> Any:
         raise UsageError(f"cannot rebuild the environment of Minari dataset {dataset.id!r}: {err}") from None
 
 
-def _open_minari(cfg: OfflineConfig, parsed: MinariId) -> OfflineData:
+def _open_minari(cfg: DatasetRequest, parsed: MinariId) -> OfflineData:
     from offline_gitd.data.minari_source import minari_store
 
     dataset = _load_minari(parsed.dataset_id, cfg.data_dir)

@@ -10,7 +10,7 @@ For frame data the feed therefore moves as little as it can and overlaps the res
 * ``host`` placement, for stores that do not fit: each sample's ``stack + n`` distinct frames
   are gathered once per chunk into a pool (:func:`~offline_gitd.data.replay.gather_frame_pool`),
   not the ``2 stack`` frames of an obs/next_obs pair, by parallel tasks, into aligned buffers
-  reused from chunk to chunk (:mod:`~offline_gitd.learners.host_pools`): no page faults, and no
+  reused from chunk to chunk (:mod:`~offline_gitd.offline.host_pools`): no page faults, and no
   copy on the CPU backend, which adopts them.
 * Either way the next chunk is prepared on a background thread (:func:`prefetch`) while the
   device runs the current one, and small chunks are prepared in blocks of at least 64 updates
@@ -38,7 +38,7 @@ import numpy as np
 from offline_gitd.batch import Batch, FrameRefs
 from offline_gitd.data.replay import Replay, SegmentedRows, gather_frame_pool
 from offline_gitd.learners.drivers import FrameChunk, make_chunk_runner, make_frame_chunk_runner
-from offline_gitd.learners.host_pools import PoolRing
+from offline_gitd.offline.host_pools import PoolRing
 
 FRAME_PLACEMENTS = ("auto", "device", "host")
 # auto keeps the store on the device when it takes at most this share of the free memory there

@@ -6,8 +6,9 @@ import argparse
 import shlex
 from pathlib import Path
 
-from offline_gitd.config_cli import add_dataclass_arguments, add_run_arguments, from_namespace, given_fields, start_run
-from offline_gitd.learners.config import OfflineConfig
+from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields
+from offline_gitd.offline.config import OfflineConfig
+from offline_gitd.rundir.flags import add_run_arguments, start_run
 
 EXAMPLES = """examples:
   offline_gitd train --dataset rlu-atari:Pong/1:0-4 --critic gitd --K 5 --seeds 0-4 --epochs 10 --out runs/pong-gitd
@@ -36,8 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
-    from offline_gitd.learners.offline import resume_config, train
-    from offline_gitd.output_paths import require_dir_if_present, require_dir_target
+    from offline_gitd.offline.train import resume_config, train
+    from offline_gitd.rundir.paths import require_dir_if_present, require_dir_target
 
     given = given_fields(OfflineConfig, args)
     if given.get("out"):

@@ -1,0 +1,71 @@
+"""What the online loop knows about its environment, learned once before anything is built.
+
+Kept apart from :mod:`offline_gitd.online.train` (which builds and checks) and
+:mod:`offline_gitd.online.loop` (which steps), since both need it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from offline_gitd.envs.atari import RLU_GAMES, resolve_game
+from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, make_env
+from offline_gitd.errors import UsageError
+
+ALGO_ACTIONS = {"dqn": "discrete", "sac": "continuous"}
+
+
+class EnvInfo(NamedTuple):
+    """What the online loop needs to know about its environment."""
+
+    env_id: str  # as given to make_env
+    domain: str  # atari | gym | continuous: selects the defaults
+    suite: str  # leaderboard suite: atari | gym | mujoco
+    name: str  # leaderboard env: the game (Pong) or the gymnasium id
+    spaces: SpaceInfo
+
+    @property
+    def frames(self) -> bool:
+        """Atari: the replay stores single 84x84 frames and stacks 4 when sampling."""
+        return self.domain == "atari"
+
+
+def inspect_env(env_id: str, algo: str) -> EnvInfo:
+    """Build the env once to learn its spaces; refuse ids and action spaces the algo can't use."""
+    game = env_id[len(ATARI_PREFIX) :] if env_id.startswith(ATARI_PREFIX) else env_id if env_id in RLU_GAMES else None
+    env = make_env(env_id, 0)
+    try:
+        spaces = describe_spaces(env)
+        if game is not None:
+            domain, suite, name = "atari", "atari", resolve_game(game)[len("ALE/") : -len("-v5")]
+        else:
+            continuous = spaces.action_kind == "continuous"
+            entry = str(gym.spec(env_id).entry_point)
+            domain = "continuous" if continuous else "gym"
+            suite, name = ("mujoco" if "mujoco" in entry else "gym"), env_id
+    finally:
+        env.close()
+    if spaces.action_kind != ALGO_ACTIONS[algo]:
+        other = "sac" if algo == "dqn" else "dqn"
+        raise UsageError(
+            f"{env_id} has {spaces.action_kind} actions; online {algo} needs {ALGO_ACTIONS[algo]} ones (use online {other})"
+        )
+    return EnvInfo(env_id, domain, suite, name, spaces)
+
+
+def obs_example(info: EnvInfo) -> np.ndarray:
+    """One network input, batch of 1: uint8 [1, 84, 84, 4] frames or float32 [1, d] vectors."""
+    if info.frames:
+        return np.zeros((1, *info.spaces.obs_shape), np.uint8)
+    return np.zeros((1, int(np.prod(info.spaces.obs_shape))), np.float32)
+
+
+def make_online_env(cfg: Any, info: EnvInfo, seed: int, **make_kw: Any) -> gym.Env:
+    """Learning sees unclipped env rewards; clipping happens when storing (returns stay scores).
+    ``make_kw`` reaches the env's constructor (``offline_gitd evaluate --video`` renders)."""
+    if info.frames:
+        return make_env(info.env_id, seed, max_steps=cfg.horizon, **make_kw)
+    return make_env(info.env_id, seed, **({"max_episode_steps": cfg.horizon} if cfg.horizon else {}), **make_kw)
