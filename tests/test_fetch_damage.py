@@ -10,9 +10,10 @@ import sys
 import threading
 from pathlib import Path
 
-from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari
+from offline_gitd.data.http_download import RetryPolicy
 from offline_gitd.data.paths import rlu_raw_dir
 from offline_gitd.data.registry import load_rlu_registry
+from offline_gitd.data.rlu_fetch import fetch_rlu_atari
 from tests.rlu_server import RluServer
 from tests.test_fetch import LAYOUT, bucket, server, shard_rel  # noqa: F401
 

@@ -120,7 +120,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _fetch_rlu_atari(args: argparse.Namespace) -> int:
     from offline_gitd.config_cli import check_range
-    from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari, summary_lines
+    from offline_gitd.data.http_download import RetryPolicy
+    from offline_gitd.data.rlu_fetch import fetch_rlu_atari, summary_lines
     from offline_gitd.errors import UsageError
     from offline_gitd.output_paths import require_dir_target
 
@@ -159,7 +160,7 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
 
 
 def _fetch_minari(args: argparse.Namespace) -> int:
-    from offline_gitd.data.fetch import fetch_minari
+    from offline_gitd.data.minari_fetch import fetch_minari
     from offline_gitd.data.paths import minari_datasets_dir
     from offline_gitd.output_paths import require_dir_target
 
@@ -204,7 +205,7 @@ def _rlu_summary_lines(registry: RluRegistry) -> list[str]:
 
 
 def _local_rlu_lines(registry: RluRegistry, root: Path) -> list[str]:
-    from offline_gitd.data.fetch import format_bytes, scan_local_shards
+    from offline_gitd.data.inventory import format_bytes, scan_local_shards
 
     lines = []
     for layout in registry.layouts:
@@ -236,7 +237,7 @@ def _local_minari(datasets_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def _datasets_list(args: argparse.Namespace) -> int:
-    from offline_gitd.data.fetch import directory_size, format_bytes
+    from offline_gitd.data.inventory import directory_size, format_bytes
     from offline_gitd.data.paths import minari_datasets_dir
 
     registry = load_rlu_registry()
@@ -259,7 +260,8 @@ def _datasets_list(args: argparse.Namespace) -> int:
 
 
 def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> list[str]:
-    from offline_gitd.data.fetch import format_bytes, lock_path, read_lock, scan_local_shards
+    from offline_gitd.data.inventory import format_bytes, scan_local_shards
+    from offline_gitd.data.lock_book import lock_path, read_lock
 
     game, run = dataset.game, dataset.run
     lines = [f"{dataset}"]
@@ -302,7 +304,7 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
 
 
 def _minari_info_lines(dataset: MinariId, datasets_dir: Path, data_dir: str | None = None) -> list[str]:
-    from offline_gitd.data.fetch import directory_size, format_bytes
+    from offline_gitd.data.inventory import directory_size, format_bytes
 
     metadata = _local_minari(datasets_dir).get(dataset.dataset_id)
     lines = [f"{dataset}"]
