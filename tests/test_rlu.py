@@ -19,7 +19,8 @@ from offline_gitd.data.cache import (
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
 from offline_gitd.data.replay import Replay
 from offline_gitd.data.rlds import iter_rlds_episodes, rlu_episode_from_rlds
-from offline_gitd.data.rlu import iter_rlu_episodes, iter_tfds_episodes
+from offline_gitd.data.rlu import iter_rlu_episodes
+from offline_gitd.data.rlu_tfds import iter_tfds_episodes
 from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
 from offline_gitd.data.tfrecord import TFRecordError
 

@@ -1,4 +1,4 @@
-"""``offline_gitd fetch`` and ``offline_gitd datasets`` (DESIGN §7).
+"""``offline_gitd fetch`` and ``offline_gitd datasets`` (docs/datasets.md).
 
 Both commands live here because both are views of the same registry and data directory: ``fetch``
 fills the directory, ``datasets`` reports on it. Heavy imports (minari, tqdm) stay inside handlers.
