@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from offline_gitd.rundir.paths import require_dir_target
+    from offline_gitd.output_paths import require_dir_target
 
     require_dir_target(args.out, "--out")
     if args.data_dir:

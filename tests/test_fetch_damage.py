@@ -10,9 +10,11 @@ import sys
 import threading
 from pathlib import Path
 
-from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari
+from offline_gitd.data.http_download import RetryPolicy, ShardTask, fetch_shard
+from offline_gitd.data.lock_book import LockBook, file_lock, lock_path
 from offline_gitd.data.paths import rlu_raw_dir
 from offline_gitd.data.registry import load_rlu_registry
+from offline_gitd.data.rlu_fetch import fetch_rlu_atari
 from tests.rlu_server import RluServer
 from tests.test_fetch import LAYOUT, bucket, server, shard_rel  # noqa: F401
 
@@ -81,6 +83,29 @@ def test_two_fetches_of_one_shard_take_turns(server: RluServer, bucket: Path, tm
     assert len(server.gets(path)) == 1
     assert (raw(tmp_path) / Path(SHARD).name).read_bytes() == (bucket / SHARD).read_bytes()
     assert not list(raw(tmp_path).glob("*.part"))
+
+
+class _NoProgress:
+    def add_total(self, nbytes: int) -> None: ...
+
+    def advance(self, nbytes: int) -> None: ...
+
+
+def test_ctrl_c_while_waiting_for_another_fetch_fails_the_shard_without_touching_it(
+    server: RluServer, tmp_path: Path
+) -> None:
+    """Another fetch holds the shard's lock; once stopped (Ctrl-C), the waiting one gives up
+    with one line and sends no request."""
+    directory = raw(tmp_path)
+    task = ShardTask(name=Path(SHARD).name, url=f"{server.base_url}/{SHARD}", dest=directory / Path(SHARD).name)
+    (directory / ".fetch-locks").mkdir(parents=True)
+    stop = threading.Event()
+    stop.set()
+    book = LockBook(lock_path(directory, 1), {"layout": LAYOUT, "game": "Pong", "run": 1})
+    with file_lock(directory / ".fetch-locks" / task.name):
+        outcome = fetch_shard(task, book, RetryPolicy(), _NoProgress(), stop=stop)
+    assert outcome.status == "failed" and outcome.message == "interrupted while another fetch held this shard"
+    assert not server.gets(server.path_of(SHARD)) and not task.part.exists() and not task.dest.exists()
 
 
 # A full disk without root: the child limits its files to 64 bytes and ignores SIGXFSZ, so a write

@@ -13,8 +13,8 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.critics import CriticConfig, critic_optimizer, make_network
-from offline_gitd.offline import train as offline_learner
 from offline_gitd.learners.discrete import discrete_loss, init_discrete_state
+from offline_gitd.offline import train as offline_learner
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.rundir.checkpoints import Checkpoints
 from tests.critic_fixtures import N_ACTIONS, random_batch

@@ -8,19 +8,15 @@ import numpy as np
 import pytest
 
 from offline_gitd.data import cache as cache_module
-from offline_gitd.data.cache import (
-    build_rlu_cache,
-    cache_is_valid,
-    load_rlu_store,
-    open_checkpoint_cache,
-    parse_checkpoints,
-    write_checkpoint_cache,
-)
+from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
+from offline_gitd.data.cache_reader import cache_is_valid, open_checkpoint_cache
+from offline_gitd.data.cache_writer import write_checkpoint_cache
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
 from offline_gitd.data.replay import Replay
 from offline_gitd.data.rlds import iter_rlds_episodes, rlu_episode_from_rlds
-from offline_gitd.data.rlu import iter_rlu_episodes, iter_tfds_episodes
+from offline_gitd.data.rlu import iter_rlu_episodes
 from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
+from offline_gitd.data.rlu_tfds import iter_tfds_episodes
 from offline_gitd.data.tfrecord import TFRecordError
 
 # (length, terminal) per episode of each checkpoint: ends truncated and terminal both occur
@@ -163,13 +159,6 @@ def test_fractional_cache_decodes_only_what_the_selector_keeps(shards, tmp_path)
     build_rlu_cache(other, "Pong", 1, [0, 1], jobs=1, progress=False, fraction=0.5)
     assert open_checkpoint_cache(paths[1]).meta["fraction"] == 0.5
     assert load_rlu_store(other, "Pong", 1, [0, 1], fraction=0.5).num_rows == 2 * 25
-
-
-def test_parse_checkpoints_and_command_line(shards, capsys):
-    assert parse_checkpoints("0-3,7") == [0, 1, 2, 3, 7]
-    root, _, _ = shards
-    cache_module.main(["--data-dir", str(root), "--game", "Pong", "--checkpoints", "0-1"])
-    assert "checkpoint_01: 48 frames, 4 episodes" in capsys.readouterr().out
 
 
 def test_tfds_path_needs_the_extra(monkeypatch):

@@ -21,8 +21,9 @@ import pytest
 from offline_gitd.data.paths import rlu_shard_name
 from offline_gitd.data.registry import load_rlu_registry
 from offline_gitd.data.rlds import STEP_KEYS, rlds_episode
-from offline_gitd.data.rlu import RLUEpisode, iter_rlu_episodes, iter_tfds_episodes
+from offline_gitd.data.rlu import RLUEpisode, iter_rlu_episodes
 from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
+from offline_gitd.data.rlu_tfds import iter_tfds_episodes
 
 tfds = pytest.importorskip("tensorflow_datasets", reason="needs the optional tfds extra: make test-tfds")
 

@@ -1,289 +1,34 @@
-"""Decode RL Unplugged shards once into per-checkpoint memory-mapped arrays (DESIGN §4, "Cache").
+"""Build a game run's RLU checkpoint caches from its downloaded shards, and load them as a replay store.
 
-PNG decoding is the expensive part of reading RLU (about 40 us a frame), and a learner samples
-each frame many times, so each shard (= one checkpoint) is decoded once, in parallel over shards,
-into ``rlu_cache_dir(root, game, run, checkpoint)``:
-
-    frames.npy               uint8 [N, 84, 84]   every frame once (opened with mmap_mode='r')
-    actions.npy              int32 [N]
-    unclipped_rewards.npy    float32 [N]
-    clipped_rewards.npy      float32 [N]
-    discounts.npy            float32 [N]
-    episode_starts.npy       int64 [E]           first row of each episode, in file order
-    episode_terminal.npy     bool [E]            last discount 0; False means truncated
-    episode_idx.npy          int64 [E]
-    episode_return.npy       float32 [E]         unclipped, as stored in the shard
-    clipped_episode_return.npy float32 [E]
-    meta.json                shard name and size, counts, format version, and the fraction of
-                             the shard's frames (``shard_num_frames``) that were decoded
-
-A cache is written to a temporary sibling folder and renamed into place when complete, so a
-folder under its final name is always whole; an interrupted decode leaves only a ``.tmp-*`` folder.
+Shards decode once, in parallel over shards (:mod:`~offline_gitd.data.cache_writer`); a cache
+that is absent, stale or damaged (:mod:`~offline_gitd.data.cache_reader`) is decoded again, and a
+shard that cannot be decoded is one line naming the fetch command that replaces it
+(docs/datasets.md). :func:`load_rlu_store` then serves the first ``fraction`` of each checkpoint
+as one :class:`~offline_gitd.data.replay.EpisodeStore`.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import os
-import shutil
 import sys
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from offline_gitd.data.cache_reader import UNDAMAGED_STALE_REASONS, open_checkpoint_cache, stale_reason
+from offline_gitd.data.cache_writer import write_checkpoint_cache
 from offline_gitd.data.paths import data_root, rlu_cache_dir, rlu_raw_dir
-from offline_gitd.data.replay import EpisodeStore, SegmentedRows, first_fraction, fraction_rows
-from offline_gitd.data.rlu import FRAME_SHAPE, count_rlu_steps, iter_rlu_episodes
+from offline_gitd.data.replay import EpisodeStore, SegmentedRows, first_fraction
 from offline_gitd.data.tfrecord import TFRecordError
 from offline_gitd.errors import UsageError
 
-FORMAT_VERSION = 1
 LAYOUT = "atari_episodes_ordered"
-STEP_ARRAYS = {
-    "actions": np.int32,
-    "unclipped_rewards": np.float32,
-    "clipped_rewards": np.float32,
-    "discounts": np.float32,
-}
-EPISODE_ARRAYS = {
-    "episode_starts": np.int64,
-    "episode_terminal": np.bool_,
-    "episode_idx": np.int64,
-    "episode_return": np.float32,
-    "clipped_episode_return": np.float32,
-}
-_NPY_HEADER_BYTES = 128  # fixed, so the header can be written last, once N is known
-
-
-def _npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
-    """A version-1.0 ``.npy`` header of exactly ``_NPY_HEADER_BYTES`` bytes."""
-    text = repr({"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape})
-    body_len = _NPY_HEADER_BYTES - 10
-    body = text.ljust(body_len - 1).encode("latin1") + b"\n"
-    if len(body) != body_len:
-        raise ValueError(f"npy header for shape {shape} does not fit in {_NPY_HEADER_BYTES} bytes")
-    return b"\x93NUMPY\x01\x00" + body_len.to_bytes(2, "little") + body
-
-
-def write_checkpoint_cache(
-    shard: str | os.PathLike[str], cache_dir: str | os.PathLike[str], fraction: float = 1.0
-) -> dict[str, Any]:
-    """Decode one shard into ``cache_dir`` (temp folder, then rename); returns its meta.
-
-    Frames stream to disk episode by episode, so memory holds one episode whatever the shard size.
-    With ``fraction`` < 1 only the rows :func:`first_fraction` can keep are decoded (the first
-    ``K`` plus the bootstrap row after them), after a first pass that counts the shard's steps
-    without decoding: the paper's 10% protocol then costs a tenth of the time and disk.
-    If another process finished the same cache first, its copy is kept and this one discarded.
-    """
-    shard, final = Path(shard), Path(cache_dir)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    shard_steps = count_rlu_steps(shard) if fraction < 1.0 else None
-    max_steps = None if shard_steps is None else fraction_rows(fraction, shard_steps) + 1
-    tmp.mkdir()
-    try:
-        steps: dict[str, list[np.ndarray]] = {name: [] for name in STEP_ARRAYS}
-        episodes: dict[str, list[Any]] = {name: [] for name in EPISODE_ARRAYS}
-        checkpoints: set[int] = set()
-        rows = 0
-        with open(tmp / "frames.npy", "wb") as frames_file:
-            frames_file.write(b"\0" * _NPY_HEADER_BYTES)
-            for episode in iter_rlu_episodes(shard, max_steps):
-                frames_file.write(episode.frames.data)  # no copy: frames are C-contiguous
-                for name in STEP_ARRAYS:
-                    steps[name].append(getattr(episode, name))
-                episodes["episode_starts"].append(rows)
-                episodes["episode_terminal"].append(episode.terminal)
-                for name in ("episode_idx", "episode_return", "clipped_episode_return"):
-                    episodes[name].append(getattr(episode, name))
-                checkpoints.add(episode.checkpoint_idx)
-                rows += len(episode.actions)
-            frames_file.seek(0)
-            frames_file.write(_npy_header((rows, *FRAME_SHAPE), np.dtype(np.uint8)))
-        for name, dtype in STEP_ARRAYS.items():
-            parts = steps[name]
-            np.save(
-                tmp / f"{name}.npy",
-                np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype),
-            )
-        for name, dtype in EPISODE_ARRAYS.items():
-            np.save(tmp / f"{name}.npy", np.asarray(episodes[name], dtype=dtype))
-        meta = {
-            "format_version": FORMAT_VERSION,
-            "shard": shard.name,
-            "shard_size": shard.stat().st_size,
-            "checkpoint_idx": sorted(checkpoints),
-            "num_frames": rows,
-            "fraction": 1.0 if shard_steps is None or rows == shard_steps else fraction,
-            "shard_num_frames": rows if shard_steps is None else shard_steps,
-            "num_episodes": len(episodes["episode_starts"]),
-            "num_terminal_episodes": int(sum(episodes["episode_terminal"])),
-            "files": {path.name: path.stat().st_size for path in sorted(tmp.glob("*.npy"))},
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-        _install(tmp, final, shard, fraction)
-        return meta
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _install(tmp: Path, final: Path, shard: Path, fraction: float) -> None:
-    """Rename the finished ``tmp`` into place. A stale or damaged cache there is replaced only
-    now, once its successor is whole (a failed decode keeps it); a valid one that another process
-    finished meanwhile is kept and ``tmp`` discarded."""
-    try:
-        os.rename(tmp, final)
-        return
-    except OSError:
-        if cache_is_valid(final, shard, fraction):
-            shutil.rmtree(tmp)  # another process won the race with an equally good cache
-            return
-    old = final.parent / f".{final.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    os.rename(final, old)
-    os.rename(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-class DamagedCache(UsageError):
-    """A decoded cache whose files no longer hold what was written (truncated, altered)."""
-
-
-def cache_problem(cache_dir: str | os.PathLike[str]) -> str | None:
-    """Why the cache in ``cache_dir`` cannot be used, or ``None``: the manifest's file sizes, then
-    every array's dtype, shape and length against the meta, then the values a learner trusts
-    (actions in the Atari action set, discounts in [0, 1], finite rewards, ordered episode starts).
-    Frames are checked by size only: every uint8 is a valid pixel."""
-    path = Path(cache_dir)
-    try:
-        meta = json.loads((path / "meta.json").read_text())
-    except FileNotFoundError:
-        return "meta.json is missing"
-    except (OSError, ValueError) as err:
-        return f"meta.json is unreadable ({type(err).__name__})"
-    if not isinstance(meta, dict) or meta.get("format_version") != FORMAT_VERSION:
-        return f"not a format-{FORMAT_VERSION} cache"
-    for name, size in dict(meta.get("files", {})).items():
-        actual = (path / name).stat().st_size if (path / name).is_file() else None
-        if actual != size:
-            return f"{name} has {'no file' if actual is None else f'{actual} bytes'}, {size} were written"
-    try:
-        rows, episodes = int(meta["num_frames"]), int(meta["num_episodes"])
-        arrays = {
-            name: np.load(path / f"{name}.npy", mmap_mode="r") for name in ("frames", *STEP_ARRAYS, *EPISODE_ARRAYS)
-        }
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        return f"an array cannot be read ({str(err).splitlines()[0] if str(err) else type(err).__name__})"
-    expected = {"frames": ((rows, *FRAME_SHAPE), np.uint8)}
-    expected.update({name: ((rows,), dtype) for name, dtype in STEP_ARRAYS.items()})
-    expected.update({name: ((episodes,), dtype) for name, dtype in EPISODE_ARRAYS.items()})
-    for name, (shape, dtype) in expected.items():
-        if arrays[name].shape != shape or arrays[name].dtype != dtype:
-            return (
-                f"{name}.npy is {arrays[name].dtype}{list(arrays[name].shape)}, {np.dtype(dtype)}{list(shape)} expected"
-            )
-    return _value_problem({name: np.asarray(arrays[name]) for name in (*STEP_ARRAYS, *EPISODE_ARRAYS)}, rows)
-
-
-ATARI_ACTIONS = 18  # the full ALE action set: any game's actions lie in [0, 18)
-
-
-def _value_problem(arrays: dict[str, np.ndarray], rows: int) -> str | None:
-    actions = arrays["actions"]
-    if len(actions) and (actions.min() < 0 or actions.max() >= ATARI_ACTIONS):
-        return f"actions.npy holds {int(actions.min())}..{int(actions.max())}, outside 0..{ATARI_ACTIONS - 1}"
-    discounts = arrays["discounts"]
-    if not np.all((discounts >= 0) & (discounts <= 1)):
-        return "discounts.npy holds values outside [0, 1]"
-    for name in ("unclipped_rewards", "clipped_rewards", "episode_return", "clipped_episode_return"):
-        if not np.all(np.isfinite(arrays[name])):
-            return f"{name}.npy holds non-finite values"
-    if not np.all(np.abs(arrays["clipped_rewards"]) <= 1):
-        return "clipped_rewards.npy holds values outside [-1, 1]"
-    starts = arrays["episode_starts"]
-    if len(starts) and (starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= rows):
-        return "episode_starts.npy is not an increasing list of rows starting at 0"
-    return None
-
-
-def cache_is_valid(
-    cache_dir: str | os.PathLike[str],
-    shard: str | os.PathLike[str] | None = None,
-    fraction: float = 0.0,
-) -> bool:
-    """Whether a complete, intact cache of this format exists (:func:`cache_problem`), made from
-    ``shard`` (same size) when given, and holding at least the first ``fraction`` of its checkpoint."""
-    return _stale_reason(Path(cache_dir), None if shard is None else Path(shard), fraction) is None
-
-
-def _stale_reason(cache_dir: Path, shard: Path | None, fraction: float) -> str | None:
-    """Why the cache must be (re)built, or ``None`` when it serves: damage is named, a cache
-    that is merely absent, partial or of another shard is stale without blame."""
-    if not (cache_dir / "meta.json").exists():
-        return "absent"
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # unreadable: cache_problem names it
-        if json.loads((cache_dir / "meta.json").read_text()).get("format_version") != FORMAT_VERSION:
-            return "another format"
-    problem = cache_problem(cache_dir)
-    if problem is not None:
-        return problem
-    meta = json.loads((cache_dir / "meta.json").read_text())
-    if meta.get("fraction", 0.0) < fraction:
-        return "smaller fraction"
-    if shard is not None and (meta.get("shard") != shard.name or meta.get("shard_size") != shard.stat().st_size):
-        return "another shard"
-    return None
-
-
-@dataclass(frozen=True)
-class CheckpointCache:
-    """One checkpoint's cached arrays; ``frames`` and the step arrays are read-only memory maps."""
-
-    path: Path
-    meta: dict[str, Any]
-    frames: np.ndarray
-    actions: np.ndarray
-    unclipped_rewards: np.ndarray
-    clipped_rewards: np.ndarray
-    discounts: np.ndarray
-    episode_starts: np.ndarray
-    episode_terminal: np.ndarray
-    episode_idx: np.ndarray
-    episode_return: np.ndarray
-    clipped_episode_return: np.ndarray
-
-    @property
-    def num_frames(self) -> int:
-        """Frames in this cache (fewer than the shard's if it was built for a fraction)."""
-        return len(self.frames)
-
-    @property
-    def shard_num_frames(self) -> int:
-        """Frames in the whole shard: the base of the "first p%" selector."""
-        return int(self.meta["shard_num_frames"])
-
-
-def open_checkpoint_cache(cache_dir: str | os.PathLike[str]) -> CheckpointCache:
-    """Open a cache written by :func:`write_checkpoint_cache` without reading its frames."""
-    path = Path(cache_dir)
-    if not (path / "meta.json").exists():
-        raise FileNotFoundError(f"{path}: no complete RLU cache (format {FORMAT_VERSION}) here")
-    problem = cache_problem(path)
-    if problem is not None:
-        raise DamagedCache(f"{path} is damaged ({problem}); delete it and run again to decode its shard anew")
-    arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in ("frames", *STEP_ARRAYS, *EPISODE_ARRAYS)}
-    return CheckpointCache(path=path, meta=json.loads((path / "meta.json").read_text()), **arrays)
 
 
 def find_shard(raw_dir: Path, run: int, checkpoint: int) -> Path:
@@ -337,10 +82,10 @@ def build_rlu_cache(
     todo, checkpoint_of = [], {}
     for checkpoint, target in zip(checkpoints, targets, strict=True):
         shard = find_shard(raw, run, checkpoint)
-        reason = _stale_reason(target, shard, fraction)
+        reason = stale_reason(target, shard, fraction)
         if reason is not None:
             # the old cache stays until its successor is whole: a bad shard then costs nothing
-            if reason not in ("absent", "another format", "smaller fraction", "another shard"):
+            if reason not in UNDAMAGED_STALE_REASONS:
                 print(
                     f"offline_gitd: warning: cache {target} is damaged ({reason}); decoding {shard} again",
                     file=sys.stderr,
@@ -421,34 +166,3 @@ def load_rlu_store(
         np.concatenate(terminals),
         np.concatenate(starts),
     )
-
-
-def parse_checkpoints(text: str) -> list[int]:
-    """``"0-4,7"`` -> ``[0, 1, 2, 3, 4, 7]``."""
-    result: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        result.extend(range(int(low), int(high or low) + 1))
-    return result
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m offline_gitd.data.cache --game Pong --run 1 --checkpoints 0-49 --jobs 2``."""
-    parser = argparse.ArgumentParser(description="Decode downloaded RLU Atari shards into the cache.")
-    parser.add_argument("--data-dir", default=None)
-    parser.add_argument("--game", required=True)
-    parser.add_argument("--run", type=int, default=1)
-    parser.add_argument("--checkpoints", default="0-49", help="e.g. 0-49 or 0,5,10")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--fraction", type=float, default=1.0, help="decode only the first part of each shard")
-    args = parser.parse_args(argv)
-    checkpoints = parse_checkpoints(args.checkpoints)
-    for path in build_rlu_cache(
-        args.data_dir, args.game, args.run, checkpoints, jobs=args.jobs, fraction=args.fraction
-    ):
-        meta = json.loads((path / "meta.json").read_text())
-        print(f"{path}: {meta['num_frames']} frames, {meta['num_episodes']} episodes")
-
-
-if __name__ == "__main__":
-    main()

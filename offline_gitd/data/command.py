@@ -1,4 +1,4 @@
-"""``offline_gitd fetch`` and ``offline_gitd datasets`` (DESIGN §7).
+"""``offline_gitd fetch`` and ``offline_gitd datasets`` (docs/datasets.md).
 
 Both commands live here because both are views of the same registry and data directory: ``fetch``
 fills the directory, ``datasets`` reports on it. Heavy imports (minari, tqdm) stay inside handlers.
@@ -31,7 +31,7 @@ _DATA_DIR_HELP = "data root (default: $OFFLINE_GITD_DATA, else ~/.cache/offline_
 
 def _data_root(data_dir: str | None) -> Path:
     """The data root that ``datasets`` reads; a file in its place is refused, absent is empty."""
-    from offline_gitd.rundir.paths import require_dir_if_present
+    from offline_gitd.output_paths import require_dir_if_present
 
     require_dir_if_present(data_dir, "--data-dir")
     return data_root(data_dir)
@@ -120,9 +120,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _fetch_rlu_atari(args: argparse.Namespace) -> int:
     from offline_gitd.config.fields import check_range
-    from offline_gitd.data.fetch import RetryPolicy, fetch_rlu_atari, summary_lines
+    from offline_gitd.data.http_download import RetryPolicy
+    from offline_gitd.data.rlu_fetch import fetch_rlu_atari, summary_lines
     from offline_gitd.errors import UsageError
-    from offline_gitd.rundir.paths import require_dir_target
+    from offline_gitd.output_paths import require_dir_target
 
     check_range("--jobs", args.jobs, 1, MAX_JOBS, why="parallel downloads")
     check_range("--retries", args.retries, 1)
@@ -159,9 +160,9 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
 
 
 def _fetch_minari(args: argparse.Namespace) -> int:
-    from offline_gitd.data.fetch import fetch_minari
+    from offline_gitd.data.minari_fetch import fetch_minari
     from offline_gitd.data.paths import minari_datasets_dir
-    from offline_gitd.rundir.paths import require_dir_target
+    from offline_gitd.output_paths import require_dir_target
 
     dataset = parse_dataset_id(f"minari:{args.dataset_id.removeprefix('minari:')}")
     if args.data_dir:
@@ -204,7 +205,7 @@ def _rlu_summary_lines(registry: RluRegistry) -> list[str]:
 
 
 def _local_rlu_lines(registry: RluRegistry, root: Path) -> list[str]:
-    from offline_gitd.data.fetch import format_bytes, scan_local_shards
+    from offline_gitd.data.inventory import format_bytes, scan_local_shards
 
     lines = []
     for layout in registry.layouts:
@@ -236,7 +237,7 @@ def _local_minari(datasets_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def _datasets_list(args: argparse.Namespace) -> int:
-    from offline_gitd.data.fetch import directory_size, format_bytes
+    from offline_gitd.data.inventory import directory_size, format_bytes
     from offline_gitd.data.paths import minari_datasets_dir
 
     registry = load_rlu_registry()
@@ -259,7 +260,8 @@ def _datasets_list(args: argparse.Namespace) -> int:
 
 
 def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> list[str]:
-    from offline_gitd.data.fetch import format_bytes, lock_path, read_lock, scan_local_shards
+    from offline_gitd.data.inventory import format_bytes, scan_local_shards
+    from offline_gitd.data.lock_book import lock_path, read_lock
 
     game, run = dataset.game, dataset.run
     lines = [f"{dataset}"]
@@ -302,7 +304,7 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
 
 
 def _minari_info_lines(dataset: MinariId, datasets_dir: Path, data_dir: str | None = None) -> list[str]:
-    from offline_gitd.data.fetch import directory_size, format_bytes
+    from offline_gitd.data.inventory import directory_size, format_bytes
 
     metadata = _local_minari(datasets_dir).get(dataset.dataset_id)
     lines = [f"{dataset}"]

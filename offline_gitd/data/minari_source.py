@@ -1,4 +1,4 @@
-"""Any local Minari dataset as an :class:`~offline_gitd.data.replay.EpisodeStore` (DESIGN §4).
+"""Any local Minari dataset as an :class:`~offline_gitd.data.replay.EpisodeStore` (docs/datasets.md).
 
 Minari episodes carry T + 1 observations and separate ``terminations`` and ``truncations``
 (REFERENCE.md, "Minari"). Both are kept: the final observation becomes its episode's last row, so

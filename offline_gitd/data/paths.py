@@ -1,4 +1,4 @@
-"""Where data lives on disk (DESIGN §4, "Cache").
+"""Where data lives on disk (docs/datasets.md).
 
 One root holds everything: ``--data-dir``, else ``$OFFLINE_GITD_DATA``, else the user cache
 directory (``$XDG_CACHE_HOME/offline_gitd`` or ``~/.cache/offline_gitd``). Below it:

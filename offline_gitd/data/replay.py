@@ -1,4 +1,4 @@
-"""Replay: frames stored once, stacks and n-step returns assembled when sampling (DESIGN §4).
+"""Replay: frames stored once, stacks and n-step returns assembled when sampling (docs/datasets.md).
 
 Storage (:class:`EpisodeStore`) is a sequence of *rows* grouped into contiguous episodes. Row
 ``x`` holds an observation and the action, reward and terminal flag of the transition that leaves

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from offline_gitd.leaderboard.normalise import NORMALISATIONS
 from offline_gitd.leaderboard.show import FORMATS
-from offline_gitd.rundir.paths import require_dir_target, require_file_target
+from offline_gitd.output_paths import require_dir_target, require_file_target
 
 if TYPE_CHECKING:
     from offline_gitd.leaderboard.report import Analysis

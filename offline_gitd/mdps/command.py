@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 from offline_gitd.errors import UsageError
-from offline_gitd.rundir.paths import require_file_target
+from offline_gitd.output_paths import require_file_target
 
 MDP_CHOICES = ("star", "hall", "triangle")
 # Expected updates keep all K + 1 functions of the sequence on the device and update them every

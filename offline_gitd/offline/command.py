@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _train(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.offline.train import resume_config, train
-    from offline_gitd.rundir.paths import require_dir_if_present, require_dir_target
+    from offline_gitd.output_paths import require_dir_if_present, require_dir_target
 
     given = given_fields(OfflineConfig, args)
     if given.get("out"):

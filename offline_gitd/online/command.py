@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
     from offline_gitd.online.train import resume_config, train
-    from offline_gitd.rundir.paths import require_dir_target
+    from offline_gitd.output_paths import require_dir_target
 
     given = given_fields(OnlineConfig, args)
     exploration = [name for name in DQN_ONLY if name in given and name != "preset"]
@@ -145,7 +145,7 @@ def _online(args: argparse.Namespace) -> int:
 
 def _collect(args: argparse.Namespace) -> int:
     from offline_gitd.online.collect import CollectRequest, collect
-    from offline_gitd.rundir.paths import require_dir_target
+    from offline_gitd.output_paths import require_dir_target
 
     if args.run_dir:
         require_dir_target(args.run_dir, "--run-dir")

@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from offline_gitd.errors import UsageError
-    from offline_gitd.rundir.paths import require_dir_if_present, require_dir_target
+    from offline_gitd.output_paths import require_dir_if_present, require_dir_target
     from offline_gitd.sweeps.runner import SweepOptions, plan_table, run_sweep
     from offline_gitd.sweeps.spec import expand, load_spec
     from offline_gitd.sweeps.state import SweepPaths
