@@ -44,8 +44,9 @@ $(TFDS_STAMP): pyproject.toml constraints.txt
 test-tfds: $(TFDS_STAMP)
 	$(TFDS_VENV)/bin/python -m pytest tests/test_rlu_tfds.py tests/test_rlu.py
 
+# ruff (style) and import-linter (the floors in pyproject.toml: nothing below imports from above).
 lint: install
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) $(TFDS_VENV) .pytest_cache build *.egg-info

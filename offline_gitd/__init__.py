@@ -1,11 +1,13 @@
 """offline_gitd: Gradient Iterated Temporal-Difference learning (Gi-TD), offline and online.
 
-Data flows one way (DESIGN §1): ``data`` sources -> ``data`` replay -> ``learners`` / ``online``
--> run directory -> ``leaderboard``. The four critics in ``critics`` are pure loss functions over
-the multi-head networks of ``networks``.
+Data flows one way (docs/architecture.md): ``data`` (sources, replay) -> ``offline`` / ``online``
+(twin pipelines over the ``learners``' algorithms) -> run directory (``rundir``) -> ``leaderboard``.
+The four critics in ``critics`` are pure loss functions over the multi-head networks of ``networks``.
 """
 
-__version__ = "0.1.0"
+from offline_gitd.version import __version__
+
+__all__ = ["__version__", "load_run"]
 
 
 def load_run(path):  # noqa: ANN001, ANN201 - typed in offline_gitd.trained.load_run

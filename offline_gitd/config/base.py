@@ -14,8 +14,9 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from offline_gitd.choices import CRITIC_KINDS, DRIVERS, HEAD_LAYOUTS, TORSOS
 from offline_gitd.config.fields import (
     check_common_ranges,
     describe_overrides,
@@ -23,10 +24,10 @@ from offline_gitd.config.fields import (
     parse_seeds,
     parse_widths,
 )
-from offline_gitd.critics import CRITIC_KINDS, CriticConfig
 from offline_gitd.errors import ConfigError
-from offline_gitd.learners.drivers import DRIVERS
-from offline_gitd.networks import HEAD_LAYOUTS, TORSOS
+
+if TYPE_CHECKING:
+    from offline_gitd.critics.config import CriticConfig
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class RunConfig:
         return parse_widths(self.mlp_hidden, "--mlp-hidden")
 
     def critic_config(self) -> CriticConfig:
+        from offline_gitd.critics.config import CriticConfig  # imports JAX: not at --help time
+
         return CriticConfig(
             kind=self.critic, K=self.K, beta=self.beta, T=self.T, D=self.D, tau=self.tau, heads=self.heads
         )
@@ -91,7 +94,13 @@ class RunConfig:
         return dataclasses.replace(resolved, K=resolved.critic_config().K)
 
     def validate(self) -> None:
-        """The checks every run shares; subclasses add their own and call this."""
+        """Every check: the flags' own, then the critic's (which needs JAX)."""
+        self.check_flags()
+        self.critic_config()
+
+    def check_flags(self) -> None:
+        """The checks that need nothing heavy, so a command refuses bad flags at once; subclasses
+        add their own and call this."""
         if not self.out:
             raise ConfigError("--out RUN_DIR is required")
         check_common_ranges(self)
@@ -104,7 +113,6 @@ class RunConfig:
         if self.mlp_hidden is not None:
             self.hidden_sizes  # noqa: B018 - parses and validates
         self.seed_list  # noqa: B018
-        self.critic_config()
 
     def describe_method(self, blank: RunConfig, domain: str, ignored: tuple[str, ...]) -> str:
         """The method-defining fields set away from ``domain``'s defaults (``blank`` is this run

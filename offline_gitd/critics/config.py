@@ -6,12 +6,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from offline_gitd.choices import CRITIC_KINDS, DEFAULT_K, HEAD_LAYOUTS
 from offline_gitd.errors import ConfigError
-from offline_gitd.networks.multihead import HEAD_LAYOUTS
 
-CRITIC_KINDS = ("td", "tdrc", "itd", "gitd")
 # Paper defaults (REFERENCE "The paper's algorithms"): K = 5 for the iterated critics.
-DEFAULT_K = {"td": 1, "tdrc": 1, "itd": 5, "gitd": 5}
 
 
 @dataclass(frozen=True)

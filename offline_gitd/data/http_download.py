@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from offline_gitd import __version__
 from offline_gitd.data.lock_book import LockBook, LockEntry, LockWaitInterrupted, file_lock, hash_file
 from offline_gitd.data.shard_verification import (
     ServerChecks,
@@ -29,6 +28,7 @@ from offline_gitd.data.shard_verification import (
     server_checks,
     verification_problems,
 )
+from offline_gitd.version import __version__
 
 CHUNK_BYTES = 1 << 20
 USER_AGENT = f"offline_gitd/{__version__} (+urllib)"

@@ -23,7 +23,7 @@ import numpy as np
 
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.normalise import final_scores
-from offline_gitd.leaderboard.stats import MethodSummary, _bootstrap, rliable_modules, run_matrix
+from offline_gitd.leaderboard.stats import MethodSummary, bootstrap_ci, rliable_modules, run_matrix
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,7 +99,7 @@ def mean_per_step(scores: np.ndarray) -> np.ndarray:
 
 def _band(tensor: np.ndarray, statistic: Any, reps: int, seed: int) -> dict[str, list[float]]:
     library, _ = rliable_modules()
-    point, interval = _bootstrap(library, tensor, statistic, reps, seed)
+    point, interval = bootstrap_ci(library, tensor, statistic, reps, seed)
     return {"value": np.asarray(point).tolist(), "low": interval[0].tolist(), "high": interval[1].tolist()}
 
 
@@ -161,7 +161,7 @@ def intervals_data(scored: pd.DataFrame, methods: Sequence[str], how: str, reps:
 
     values = {}
     for method in methods:
-        point, interval = _bootstrap(library, _final_matrix(scored, method), four, reps, seed)
+        point, interval = bootstrap_ci(library, _final_matrix(scored, method), four, reps, seed)
         values[method] = [[float(p), float(lo), float(hi)] for p, lo, hi in zip(point, interval[0], interval[1])]
     return {"methods": list(methods), "metrics": list(INTERVAL_METRICS), "gap_threshold": gamma, "values": values}
 
@@ -181,7 +181,7 @@ def profile_data(scored: pd.DataFrame, methods: Sequence[str], reps: int, seed: 
 
     profiles = {}
     for method, matrix in matrices.items():
-        point, interval = _bootstrap(library, matrix, fraction_above, reps, seed)
+        point, interval = bootstrap_ci(library, matrix, fraction_above, reps, seed)
         profiles[method] = {
             "fraction": np.asarray(point).tolist(),
             "low": interval[0].tolist(),

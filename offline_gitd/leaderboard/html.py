@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from offline_gitd import __version__
 from offline_gitd.leaderboard.show import records
 from offline_gitd.leaderboard.stats import MethodSummary
+from offline_gitd.version import __version__
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("method", "Method"),

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 
 from offline_gitd.leaderboard.normalise import filter_rows, method_keys, normalise, resolve_baseline, to_frame
 from offline_gitd.leaderboard.schema import SchemaError, read_rows
-from offline_gitd.leaderboard.stats import Interval, MethodSummary, summarise
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from offline_gitd.leaderboard.stats import MethodSummary
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
 HEADER: tuple[str, ...] = (
@@ -52,6 +53,8 @@ def load_scored(
 
 def records(summaries: Sequence[MethodSummary]) -> list[dict[str, object]]:
     """Flat records in :data:`HEADER` order; a missing probability of improvement is ``None``."""
+    from offline_gitd.leaderboard.stats import Interval  # numpy: not at --help time
+
     out = []
     for item in summaries:
         improvement = item.improvement or Interval(float("nan"), float("nan"), float("nan"))
@@ -157,4 +160,6 @@ def show(
 ) -> str:
     """Read, normalise and summarise a board (its chosen envs and methods); the rendered text."""
     scored, key = load_scored(board, baseline, how, envs, methods)
+    from offline_gitd.leaderboard.stats import summarise
+
     return render(summarise(scored, key, reps, seed), fmt, key, how)

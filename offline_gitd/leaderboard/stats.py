@@ -94,7 +94,7 @@ def run_auc(scored: pd.DataFrame) -> pd.DataFrame:
     return finals.assign(auc=finals["run"].map(sums))
 
 
-def _bootstrap(
+def bootstrap_ci(
     library: ModuleType, scores: object, func: Callable[..., object], reps: int, seed: int
 ) -> tuple[object, np.ndarray]:
     """rliable's point estimate and percentile CI (2 x ...), reproducible from ``seed``.
@@ -123,7 +123,7 @@ def _bootstrap(
 
 def _estimate(library: ModuleType, scores: object, func: Callable[..., object], reps: int, seed: int) -> Interval:
     """A scalar statistic with its CI."""
-    point, interval = _bootstrap(library, scores, func, reps, seed)
+    point, interval = bootstrap_ci(library, scores, func, reps, seed)
     low, high = interval.reshape(2)
     return Interval(float(np.asarray(point).reshape(())), float(low), float(high))
 
@@ -179,5 +179,5 @@ def iqm_curve(curves: np.ndarray, reps: int, seed: int) -> tuple[np.ndarray, np.
     def per_step(scores: np.ndarray) -> np.ndarray:
         return np.array([metrics.aggregate_iqm(scores[..., t]) for t in range(scores.shape[-1])])
 
-    point, interval = _bootstrap(library, curves, per_step, reps, seed)
+    point, interval = bootstrap_ci(library, curves, per_step, reps, seed)
     return np.asarray(point), interval[0], interval[1]

@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 
 from offline_gitd.batch import FrameRefs, expand_frame_refs
+from offline_gitd.choices import DRIVERS
 
-DRIVERS = ("auto", "scan", "loop")
 Step = Callable[[Any, Any], tuple[Any, dict[str, Any]]]
 
 

@@ -6,11 +6,10 @@ from collections.abc import Sequence
 
 import flax.linen as nn
 
+from offline_gitd.choices import HEAD_LAYOUTS, TORSOS
 from offline_gitd.errors import ConfigError
-from offline_gitd.networks.multihead import HEAD_LAYOUTS, MultiHeadNetwork, Params
+from offline_gitd.networks.multihead import MultiHeadNetwork, Params
 from offline_gitd.networks.torsos import MLP, ImpalaCNN, NatureCNN
-
-TORSOS = ("nature", "impala", "impala-gap", "mlp")
 
 
 def make_torso(name: str, mlp_hidden: Sequence[int] = (256, 256)) -> nn.Module:

@@ -24,12 +24,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from offline_gitd.choices import HEAD_LAYOUTS
 from offline_gitd.errors import ConfigError
 from offline_gitd.networks.heads import LinearHead, NonlinearHead
 from offline_gitd.networks.torsos import scale_observation
 
 Params = dict[str, Any]
-HEAD_LAYOUTS = ("shared_linear", "shared_nonlinear", "independent")
 
 
 def stack_first(tree: Any) -> Any:

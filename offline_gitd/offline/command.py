@@ -36,8 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from offline_gitd.data.registry import parse_dataset_id
     from offline_gitd.errors import ConfigError
-    from offline_gitd.offline.train import resume_config, train
     from offline_gitd.output_paths import require_dir_if_present, require_dir_target
 
     given = given_fields(OfflineConfig, args)
@@ -47,9 +47,17 @@ def _train(args: argparse.Namespace) -> int:
     if args.resume:
         if not given.get("out"):
             raise ConfigError("--resume needs --out RUN_DIR")
+        from offline_gitd.offline.train import resume_config
+
         cfg = resume_config(Path(given["out"]), given)
     else:
         cfg = from_namespace(OfflineConfig, args)
+        if not cfg.dataset:
+            raise ConfigError("--dataset is required (rlu-atari:GAME/RUN[:CHECKPOINTS] or minari:ID)")
+        parse_dataset_id(cfg.dataset)
+        cfg.check_flags()  # bad flags are refused before JAX is imported
+    from offline_gitd.offline.train import train
+
     run_dir = start_run(train, cfg, args, f"offline_gitd train --out {shlex.quote(str(cfg.out))} --resume")
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "results.csv", "checkpoints", *(("tb",) if args.tensorboard else ())):

@@ -10,11 +10,11 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from offline_gitd.choices import FRAME_PLACEMENTS
 from offline_gitd.config.base import RunConfig
 from offline_gitd.config.fields import option
 from offline_gitd.config.paper import OFFLINE_DEFAULTS
 from offline_gitd.errors import ConfigError
-from offline_gitd.offline.feed import FRAME_PLACEMENTS
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class OfflineConfig(RunConfig):
             values["T"] = 1
         return self.filled(values, OFFLINE_DEFAULTS[domain], domain)
 
-    def validate(self) -> None:
-        super().validate()
+    def check_flags(self) -> None:
+        super().check_flags()
         for name in ("epochs", "steps_per_epoch", "updates_per_call"):
             value = getattr(self, name)
             if value is not None and value < 1:

@@ -36,11 +36,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.batch import Batch, FrameRefs
+from offline_gitd.choices import FRAME_PLACEMENTS
 from offline_gitd.data.replay import Replay, SegmentedRows, gather_frame_pool
 from offline_gitd.learners.drivers import FrameChunk, make_chunk_runner, make_frame_chunk_runner
 from offline_gitd.offline.host_pools import PoolRing
 
-FRAME_PLACEMENTS = ("auto", "device", "host")
 # auto keeps the store on the device when it takes at most this share of the free memory there
 _DEVICE_SHARE = 0.5
 # rows copied to the device per call when uploading a store (one compiled copy for all blocks)

@@ -28,9 +28,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_gitd import __version__
+from offline_gitd.choices import CRITIC_KINDS
 from offline_gitd.config.fields import check_range
-from offline_gitd.critics import CRITIC_KINDS
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
@@ -39,6 +38,7 @@ from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import inspect_env
 from offline_gitd.online.train import train
 from offline_gitd.rundir.flags import Outputs
+from offline_gitd.version import __version__
 
 # Horizons of the Gym data-collection table (REFERENCE "Offline Gym ablation").
 COLLECT_HORIZONS = {"LunarLander-v3": 500, "MountainCar-v0": 200}

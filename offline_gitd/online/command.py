@@ -110,7 +110,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _online(args: argparse.Namespace) -> int:
     from offline_gitd.errors import ConfigError
-    from offline_gitd.online.train import resume_config, train
     from offline_gitd.output_paths import require_dir_target
 
     given = given_fields(OnlineConfig, args)
@@ -124,11 +123,16 @@ def _online(args: argparse.Namespace) -> int:
         if not given.get("out"):
             raise ConfigError("--resume needs --out RUN_DIR")
         given.pop("algo", None)  # the subcommand, not a flag
+        from offline_gitd.online.train import resume_config
+
         cfg = resume_config(Path(given["out"]), given)
         if cfg.algo != args.algo:
             raise ConfigError(f"{given['out']} is an online {cfg.algo} run: resume it with online {cfg.algo}")
     else:
         cfg = from_namespace(OnlineConfig, args)
+        cfg.check_flags()  # bad flags are refused before JAX is imported
+    from offline_gitd.online.train import train
+
     run_dir = start_run(train, cfg, args, f"offline_gitd online {cfg.algo} --out {shlex.quote(str(cfg.out))} --resume")
     print(f"run directory: {run_dir}")
     for name in (

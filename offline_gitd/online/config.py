@@ -63,10 +63,10 @@ class OnlineConfig(RunConfig):
             defaults.update(GYM_ENV_DEFAULTS.get(self.env, {}))
         return self.filled(values, defaults, domain)
 
-    def validate(self) -> None:
+    def check_flags(self) -> None:
         if not self.env:
             raise ConfigError("--env ENV_ID is required")
-        super().validate()
+        super().check_flags()
         for name in ("steps", "log_every", "checkpoint_every"):
             value = getattr(self, name)
             if value is not None and value < 1:

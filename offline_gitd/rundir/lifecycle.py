@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from offline_gitd import __version__
 from offline_gitd.errors import UsageError
 from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.files import METRICS_FILE, RESULT_COLUMNS, RESULTS_FILE, CsvLog, open_run_dir, result_row
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.rundir.provenance import collect as collect_provenance
 from offline_gitd.rundir.scalars import ScalarLog
+from offline_gitd.version import __version__
 
 
 class TrainingDiverged(UsageError):

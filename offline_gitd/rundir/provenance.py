@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from offline_gitd import __version__
+from offline_gitd.version import __version__
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 VERSIONED = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "gymnasium", "minari")

@@ -51,7 +51,7 @@ def _node_id() -> str:
 def run_command(argv: list[str], log: Path) -> str | None:
     """Run ``offline_gitd ARGV`` in this process with its output appended to ``log``; returns
     ``None`` on success or the last line of the error."""
-    from offline_gitd.cli import build_parser
+    from offline_gitd.commands import build_parser
     from offline_gitd.errors import UsageError
 
     log.parent.mkdir(parents=True, exist_ok=True)
