@@ -5,7 +5,7 @@ Data flows one way (DESIGN §1): ``data`` sources -> ``data`` replay -> ``learne
 the multi-head networks of ``networks``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def load_run(path):  # noqa: ANN001, ANN201 - typed in offline_gitd.runs.load_run
