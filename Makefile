@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install chromium demo test test-slow test-tfds lint docs clean
+.PHONY: install chromium demo test test-fast test-slow test-tfds lint docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ demo: install
 
 test: install chromium
 	$(BIN)/python -m pytest
+
+# The default run less the three tests that start a Ray cluster, run the whole demo or drive
+# Chromium: a quicker check while editing. `make test` (what CI runs) stays the full default run.
+test-fast: install
+	$(BIN)/python -m pytest --ignore=tests/test_sweep_ray.py --ignore=tests/test_demo.py \
+	  --ignore=tests/test_leaderboard_html.py
 
 test-slow: install
 	$(BIN)/python -m pytest -m slow
