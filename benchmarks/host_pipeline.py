@@ -53,7 +53,7 @@ from train_step import make_family  # noqa: E402 - the same CQL family as benchm
 BATCH = 32
 FRAME_BYTES = 84 * 84
 EPOCH_STEPS = 62_500  # offline Atari gradient steps per epoch (REFERENCE)
-TODAY_CPU_TD_MS = 28.5  # README train_step table, Nature CNN td, loop driver, 2 CPU cores
+TODAY_CPU_TD_MS = 28.5  # docs/benchmarks.md#training-step: Nature CNN td, loop driver, 2 CPU cores
 
 
 def synthetic_store(directory: Path, rows: int, checkpoints: int, seed: int = 0) -> EpisodeStore:

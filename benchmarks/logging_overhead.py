@@ -1,4 +1,4 @@
-"""What progress lines and TensorBoard logging add to a run's wall time (README, "Watching a run").
+"""What progress lines and TensorBoard logging add to a run's wall time (docs/benchmarks.md#logging).
 
     .venv/bin/python benchmarks/logging_overhead.py
 

@@ -1,6 +1,6 @@
 """offline_gitd: Gradient Iterated Temporal-Difference learning (Gi-TD), offline and online.
 
-Data flows one way (docs/architecture.md): ``data`` (sources, replay) -> ``offline`` / ``online``
+Data flows one way (docs/architecture.md#data-flows-one-way): ``data`` (sources, replay) -> ``offline`` / ``online``
 (twin pipelines over the ``learners``' algorithms) -> run directory (``rundir``) -> ``leaderboard``.
 The four critics in ``critics`` are pure loss functions over the multi-head networks of ``networks``.
 """

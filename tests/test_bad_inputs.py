@@ -299,7 +299,7 @@ def test_long_messages_of_unexpected_errors_are_cut_to_one_short_line() -> None:
 
 @pytest.mark.parametrize(("text", "fraction"), [("1/4", Fraction(1, 4)), ("0.25", Fraction(1, 4)), ("4", 4)])
 def test_utd_takes_the_documented_fraction_notation(text: str, fraction: Fraction) -> None:
-    """README and --help write --utd 1/4; argparse's float refused it."""
+    """The docs and --help write --utd 1/4; argparse's float refused it."""
     args = build_parser().parse_args(["online", "dqn", "--env", "CartPole-v1", "--utd", text, "--out", "D"])
     assert utd_fraction(args.utd) == fraction
     resolved = OnlineConfig(env="CartPole-v1", out="D", utd=args.utd).resolve("gym")

@@ -135,7 +135,7 @@ def _init_ray(address: str | None) -> Any:
 
     # The runs' own output goes to logs/NAME.log; forwarding every worker's output would bury the
     # status lines. Ray's notice that its default token authentication is on is not news to a
-    # sweep user (the README's cluster recipe says what it means), so it is not printed each time.
+    # sweep user (docs/sweeps.md#on-a-cluster says what it means), so it is not printed each time.
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, include_dashboard=False)
