@@ -25,20 +25,23 @@ chromium:
 demo: install
 	$(BIN)/offline_gitd demo
 
-test: install chromium
-	$(BIN)/python -m pytest
+# Tests run on every core (pytest-xdist), a test file per worker so module fixtures are built once.
+PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
 
-# The default run less the three tests that start a Ray cluster, run the whole demo or drive
-# Chromium: a quicker check while editing. `make test` (what CI runs) stays the full default run.
+# The default run (all but `slow`): what CI runs.
+test: install chromium
+	$(PYTEST)
+
+# The default run less what starts a Ray cluster, drives Chromium or trains end to end: the quick
+# check while editing.
 test-fast: install
-	$(BIN)/python -m pytest --ignore=tests/test_sweep_ray.py --ignore=tests/test_demo.py \
-	  --ignore=tests/test_leaderboard_html.py
+	$(PYTEST) -m "not slow and not e2e and not ray and not browser and not slurm"
 
 test-slow: install
 	$(BIN)/python -m pytest -m slow
 
 # The optional TFDS read path (tensorflow-cpu + tensorflow-datasets, ~3 GB) in its own venv, so the
-# main one stays TensorFlow-free; tests/test_rlu_tfds.py skips itself where TFDS is not installed.
+# main one stays TensorFlow-free; tests/data/test_rlu_tfds.py skips itself where TFDS is not installed.
 TFDS_VENV := .venv-tfds
 TFDS_STAMP := $(TFDS_VENV)/.installed-stamp
 
@@ -48,7 +51,7 @@ $(TFDS_STAMP): pyproject.toml constraints.txt
 	touch $(TFDS_STAMP)
 
 test-tfds: $(TFDS_STAMP)
-	$(TFDS_VENV)/bin/python -m pytest tests/test_rlu_tfds.py tests/test_rlu.py
+	$(TFDS_VENV)/bin/python -m pytest tests/data/test_rlu_tfds.py tests/data/test_rlu.py
 
 # ruff (style) and import-linter (the floors in pyproject.toml: nothing below imports from above).
 lint: install

@@ -5,7 +5,7 @@
 One of each figure ``leaderboard plot`` draws, from the Gym ablation board with 8 methods (the
 legend and line-style case), data 10%, T = 10, baseline CQL, 2,000 bootstrap replications:
 ``aggregate``, ``per_env`` (normalised scores), ``per_env_return`` (raw returns), ``intervals``
-and ``profile``, with ``figure_data.json``. ``tests/test_figures.py`` regenerates the data and
+and ``profile``, with ``figure_data.json``. ``tests/leaderboard/test_figures.py`` regenerates the data and
 compares it with the committed file.
 """
 

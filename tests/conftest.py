@@ -1,8 +1,12 @@
 """Shared test set-up: JAX on the CPU in float32, deterministic and quiet."""
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent compilation cache for every test process (xdist workers and the CLI subprocesses
+# they start inherit it): a program compiled once, with the same shapes, is not compiled again.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 

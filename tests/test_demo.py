@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import csv
 
+import pytest
+
 from offline_gitd.cli import main
 from offline_gitd.config.fields import parse_int_range
 from offline_gitd.demo import CRITICS, ENVS, QUICK, dataset_id
+
+pytestmark = pytest.mark.e2e
 
 
 def test_quick_demo_runs_the_whole_pipeline(tmp_path, capsys) -> None:

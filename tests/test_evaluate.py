@@ -17,7 +17,9 @@ from offline_gitd.leaderboard.reference import d4rl_reference, d4rl_scores
 from offline_gitd.offline.loop import _eval_stats
 from offline_gitd.offline.train import train
 from tests.minari_fixtures import record_random_dataset
-from tests.test_offline import small_config
+from tests.offline.test_offline import small_config
+
+pytestmark = pytest.mark.e2e
 
 DATASET = "tests/cartpole/eval-v0"
 

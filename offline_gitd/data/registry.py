@@ -4,7 +4,7 @@
 package ships an identical copy, ``offline_gitd/data/rlu_atari.json`` (package data), and loads it
 with :mod:`importlib.resources`: that works the same from a checkout, an editable install and a
 wheel, whereas ``[tool.setuptools.data-files]`` installs under ``sys.prefix`` where the code would
-have to guess the path (and editable installs skip it). ``tests/test_registry.py`` fails when the
+have to guess the path (and editable installs skip it). ``tests/data/test_registry.py`` fails when the
 two copies differ.
 
 Dataset ids name what a learner trains on:

@@ -5,7 +5,7 @@ TFDS serves RL Unplugged as RLDS episodes (``rlu_atari_checkpoints_ordered``) an
 expect that shape. An episode here is a plain dict: episode-level fields plus ``steps``, a dict
 of per-step numpy arrays, following TFDS's RLU Atari conversion
 (``tensorflow_datasets/rl_unplugged/atari_utils.py``, ``atari_example_to_rlds``, checked against
-it by ``tests/test_rlu_tfds.py``): ``observation`` uint8 [T, 84, 84, 1], ``action``, ``reward``
+it by ``tests/data/test_rlu_tfds.py``): ``observation`` uint8 [T, 84, 84, 1], ``action``, ``reward``
 (unclipped), ``discount``, ``is_first`` (step 0), ``is_last`` (step T-1) and ``is_terminal``
 (step T-1 when RLU's last discount is 0).
 

@@ -29,7 +29,7 @@ def iter_tfds_episodes(
     :func:`~offline_gitd.data.rlds.rlu_episode_from_rlds` moves back: the episodes equal
     :func:`~offline_gitd.data.rlu.iter_rlu_episodes`'s on the same shard.
 
-    Needs the optional ``tfds`` extra; ``make test-tfds`` runs ``tests/test_rlu_tfds.py`` in its
+    Needs the optional ``tfds`` extra; ``make test-tfds`` runs ``tests/data/test_rlu_tfds.py`` in its
     own venv. Those tests run TFDS's real builder, not the real data (the bucket was not reachable
     where they were written): the config and split names are checked against the builder's, for
     every game and run of the registry; ``tfds.testing.mock_data`` (random episodes through the

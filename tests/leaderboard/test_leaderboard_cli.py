@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_leaderboard_synthetic import write_run  # noqa: E402
-
 from offline_gitd.cli import main  # noqa: E402
 from offline_gitd.leaderboard.show import HEADER  # noqa: E402
+from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
 METHODS = {("cql", "td", 1, 0.0): 1.0, ("cql", "itd", 5, 0.0): 1.5, ("cql", "gitd", 5, 1.0): 2.0}
 
@@ -112,7 +110,7 @@ def test_leaderboard_help_imports_no_heavy_library() -> None:
     assert result.stdout.strip() == "[]"
 
 
-EXAMPLE_BOARDS = sorted((Path(__file__).resolve().parents[1] / "leaderboards").rglob("*.csv"))
+EXAMPLE_BOARDS = sorted((Path(__file__).resolve().parents[2] / "leaderboards").rglob("*.csv"))
 EXAMPLE_BOARDS = [path for path in EXAMPLE_BOARDS if "reference" not in path.parts]
 
 

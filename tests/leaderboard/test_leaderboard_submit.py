@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_leaderboard_synthetic import write_run  # noqa: E402
-
 from offline_gitd.cli import main  # noqa: E402
 from offline_gitd.leaderboard.schema import read_rows  # noqa: E402
 from offline_gitd.leaderboard.submit import submit  # noqa: E402
+from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
 
 def run(root: Path, name: str, **fields: object) -> Path:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
@@ -30,6 +31,7 @@ def write_generated_run(root: Path, checkpoints: int = 2) -> None:
         write_rlu_episodes_shard(raw / rlu_shard_name(1, checkpoint, 50), episodes)
 
 
+@pytest.mark.e2e
 def test_short_real_atari_run_trains_evaluates_resumes_and_reports(tmp_path, capsys) -> None:
     root = tmp_path / "data"
     write_generated_run(root)
@@ -67,6 +69,7 @@ def test_missing_shards_name_the_fetch_command(tmp_path, capsys) -> None:
     assert code == 2 and len(err) == 1 and "offline_gitd fetch rlu-atari --game Pong --run 1" in err[0]
 
 
+@pytest.mark.e2e
 def test_where_frames_are_gathered_and_how_many_updates_per_call_change_nothing(
     tmp_path, jax_compilation_cache
 ) -> None:

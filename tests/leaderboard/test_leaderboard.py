@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_leaderboard_synthetic import result_record  # noqa: E402
 
 from offline_gitd.errors import UsageError  # noqa: E402
 from offline_gitd.leaderboard.normalise import (  # noqa: E402
@@ -30,6 +26,7 @@ from offline_gitd.leaderboard.schema import (  # noqa: E402
     read_rows,
 )
 from offline_gitd.leaderboard.stats import summarise  # noqa: E402
+from tests.leaderboard.test_leaderboard_synthetic import result_record  # noqa: E402
 
 RLU_GAMES = (
     "Alien Amidar Assault Asterix Atlantis BankHeist BattleZone BeamRider Boxing Breakout Carnival "

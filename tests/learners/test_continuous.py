@@ -4,7 +4,7 @@ Every reference below is written from the papers' formulas, not from the package
 SAC's critic, actor and temperature losses (Haarnoja et al. 2018, Eq. 5-7 and 18), CQL(H)'s
 importance-sampled penalty (Kumar et al. 2020, Appendix F), the tanh change of variables (Eq. 21),
 and Gi-TD's update (paper Section 4) assembled from per-sample Jacobians as in
-``tests/test_critic_gradients.py``. The references evaluate each ensemble and each proposal action
+``tests/critics/test_critic_gradients.py``. The references evaluate each ensemble and each proposal action
 with separate network calls, so the package's stacking, broadcasting and reshaping are checked too.
 
 Only two family shapes are used (td, and gitd with K = 3) and the checks are jitted, so that JAX
@@ -20,6 +20,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.scipy.stats import norm
 
 from offline_gitd.batch import Batch
@@ -338,6 +339,7 @@ def stack(*trees):
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 
+@pytest.mark.e2e
 def test_seeds_vmapped_under_jit_equal_each_seed_alone() -> None:
     family = gitd_family()
     singles = [initial_state(family, i) for i in range(2)]
@@ -365,6 +367,7 @@ def test_seeds_vmapped_under_jit_equal_each_seed_alone() -> None:
     assert not np.array_equal(np.asarray(states.rng[0]), np.asarray(states.rng[1]))
 
 
+@pytest.mark.e2e
 def test_learns_a_contextual_reach_task() -> None:
     """Reach: the state holds a position p in [-1, 1]^2, the target action is a*(p) = (2 p_1,
     (1 + p_2) / 2) inside the box, reward -|a - a*(p)|^2; random behaviour actions, discount 0.5.

@@ -6,15 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_leaderboard_synthetic import write_run  # noqa: E402
-
 from offline_gitd.cli import main  # noqa: E402
+from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
 FORMULA = "=cmd|' /C calc'!A0"
 PIPE_AND_NEWLINE = "evil|col\nrow"

@@ -89,6 +89,7 @@ def test_td_cql_with_one_head_is_published_cql() -> None:
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.e2e
 def test_run_writes_config_metrics_results_and_checkpoints(dataset, tmp_path) -> None:
     run_dir = offline_learner.train(small_config(dataset, tmp_path / "run"), progress=False)
     saved = json.loads((run_dir / "config.json").read_text())
@@ -108,6 +109,7 @@ def test_run_writes_config_metrics_results_and_checkpoints(dataset, tmp_path) ->
     assert Checkpoints(run_dir).latest() == 2
 
 
+@pytest.mark.e2e
 def test_seeds_in_one_program_match_each_seed_alone(dataset, tmp_path) -> None:
     together = small_config(dataset, tmp_path / "together", seeds="0-2", epochs=1, eval_episodes=0)
     alone = small_config(dataset, tmp_path / "alone", seeds="2", epochs=1, eval_episodes=0)
@@ -120,6 +122,7 @@ def test_seeds_in_one_program_match_each_seed_alone(dataset, tmp_path) -> None:
 
 
 @pytest.mark.parametrize("driver", ["scan", "loop"])
+@pytest.mark.e2e
 def test_resume_continues_bit_identically(dataset, tmp_path, driver: str) -> None:
     straight = small_config(dataset, tmp_path / "straight", driver=driver)
     offline_learner.train(straight, progress=False)
@@ -134,6 +137,7 @@ def test_resume_continues_bit_identically(dataset, tmp_path, driver: str) -> Non
         assert len(list(csv.DictReader(f))) == 4  # 2 epochs x 2 seeds, none duplicated
 
 
+@pytest.mark.e2e
 def test_scan_and_loop_drivers_agree(dataset, tmp_path) -> None:
     runs = {}
     for driver in ("scan", "loop"):
@@ -144,6 +148,7 @@ def test_scan_and_loop_drivers_agree(dataset, tmp_path) -> None:
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.e2e
 def test_non_finite_loss_stops_naming_the_step_and_keeps_the_checkpoint(dataset, tmp_path, monkeypatch, capsys) -> None:
     from offline_gitd.data import datasets
 
@@ -208,6 +213,7 @@ def test_bad_input_is_one_line_before_any_work(dataset, tmp_path, capsys, argv, 
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.e2e
 def test_existing_run_is_not_overwritten(dataset, tmp_path, capsys) -> None:
     cfg = small_config(dataset, tmp_path / "once", epochs=1, eval_episodes=0)
     offline_learner.train(cfg, progress=False)

@@ -11,9 +11,6 @@ import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_leaderboard_synthetic import write_run  # noqa: E402
-
 from offline_gitd.cli import main  # noqa: E402
 from offline_gitd.leaderboard.curves import centred_smooth  # noqa: E402
 from offline_gitd.leaderboard.plot import (  # noqa: E402
@@ -25,8 +22,9 @@ from offline_gitd.leaderboard.plot import (  # noqa: E402
 )
 from offline_gitd.leaderboard.show import load_scored  # noqa: E402
 from offline_gitd.leaderboard.stats import summarise  # noqa: E402
+from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "leaderboards" / "figures"
 REPS = 20
 

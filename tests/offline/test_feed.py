@@ -11,7 +11,7 @@ from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows, gather
 from offline_gitd.offline import feed as feed_module
 from offline_gitd.offline.feed import ChunkFeed, choose_frames, prefetch, resident_frames
 from offline_gitd.offline.host_pools import ALIGN, PoolRing
-from tests.test_replay import GAMMA, make_episodes, store_from_arrays
+from tests.data.test_replay import GAMMA, make_episodes, store_from_arrays
 
 
 @pytest.fixture(scope="module")

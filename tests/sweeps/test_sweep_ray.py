@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from ray.cluster_utils import Cluster
 
+pytestmark = pytest.mark.ray
+
 # Ray canonicalises 127.0.0.1 to a documentation address (192.0.2.2) for multi-node clusters on
 # one machine unless told not to, and a driver then never finds its node; every process started
 # here (nodes, the sweep's driver, their workers) inherits this.

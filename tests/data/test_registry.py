@@ -20,7 +20,7 @@ from offline_gitd.data.registry import (
 )
 from offline_gitd.errors import UsageError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FEWER_SHARDS = {"Carnival", "Gravitar", "StarGunner"}
 
 

@@ -151,6 +151,7 @@ def test_greedy_action_is_the_argmax_of_the_mean_head(tmp_path):
 # -- runs on real envs -----------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_dqn_smoke_on_cartpole(tmp_path):
     run_dir = train(tiny(tmp_path / "run", steps=200), progress=False)
     rows = read_rows(run_dir / "metrics.csv")
@@ -174,6 +175,7 @@ def test_per_and_n_step_wiring(tmp_path):
     assert len(np.unique(updated)) > 10
 
 
+@pytest.mark.e2e
 def test_atari_smoke_strong_preset_on_pong(tmp_path):
     cfg = OnlineConfig(
         env="Pong",
@@ -212,6 +214,7 @@ def test_atari_smoke_strong_preset_on_pong(tmp_path):
         ("sac", "Pendulum-v1", dict(T=None, K=2, horizon=50)),
     ],
 )
+@pytest.mark.e2e
 def test_resume_is_bit_identical(tmp_path, algo, env, extra):
     common = dict(algo=algo, env=env, seeds="0-1", initial_samples=60, log_every=40, checkpoint_every=80, **extra)
     straight = tiny(tmp_path / "straight", steps=160, **common)
@@ -232,6 +235,7 @@ def test_resume_is_bit_identical(tmp_path, algo, env, extra):
         assert {r["length"] for r in read_rows(tmp_path / "halves" / "episodes.csv")} == {"50"}  # --horizon
 
 
+@pytest.mark.e2e
 def test_seeds_in_one_program_match_one_seed_alone(tmp_path):
     both = tiny(tmp_path / "both", steps=200, utd=0.25)
     alone = tiny(tmp_path / "alone", seeds="1", steps=200, utd=0.25)
@@ -245,6 +249,7 @@ def test_seeds_in_one_program_match_one_seed_alone(tmp_path):
     assert [r["return"] for r in seed1] == [r["return"] for r in read_rows(tmp_path / "alone" / "episodes.csv")]
 
 
+@pytest.mark.e2e
 def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path):
     cfg, info = resolve_config(tiny(tmp_path / "run", steps=300))
     family = build_family(cfg, info)
@@ -296,6 +301,7 @@ def test_bad_input_is_one_line_before_any_work(tmp_path, capsys, argv, message):
     assert not out.exists()
 
 
+@pytest.mark.e2e
 def test_cli_run_and_resume(tmp_path, capsys):
     out = tmp_path / "run"
     common = [

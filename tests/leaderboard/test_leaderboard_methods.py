@@ -15,7 +15,7 @@ from offline_gitd.config.fields import describe_overrides
 from offline_gitd.leaderboard.schema import COLUMNS, LEGACY_COLUMNS, read_rows
 from offline_gitd.offline.config import OfflineConfig
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LEGACY_BOARD = REPO / "leaderboards" / "gym_offline" / "board-data10-T10.csv"
 
 

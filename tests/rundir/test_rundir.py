@@ -64,6 +64,7 @@ def test_resume_changes_allows_extension_and_location_only() -> None:
         resume_changes(saved, {"epochs": 1}, "epochs")
 
 
+@pytest.mark.e2e
 def test_a_copied_run_resumes_from_its_own_directory_in_any_cwd(train_args, tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     assert main([*train_args, "--epochs", "1", "--out", "runs/first"]) == 0
@@ -149,6 +150,7 @@ def test_config_records_provenance(train_args, minari_root, tmp_path, monkeypatc
     assert made_by["data_root"] == str(data) and made_by["minari_root"] == str(data / "minari")
 
 
+@pytest.mark.e2e
 def test_online_run_resumes_from_a_moved_directory_and_refuses_other_flags(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     assert main([*ONLINE, "--steps", "40", "--out", "first"]) == 0

@@ -15,8 +15,8 @@ from offline_gitd.data.lock_book import LockBook, file_lock, lock_path
 from offline_gitd.data.paths import rlu_raw_dir
 from offline_gitd.data.registry import load_rlu_registry
 from offline_gitd.data.rlu_fetch import fetch_rlu_atari
+from tests.data.test_fetch import LAYOUT, bucket, server, shard_rel  # noqa: F401
 from tests.rlu_server import RluServer
-from tests.test_fetch import LAYOUT, bucket, server, shard_rel  # noqa: F401
 
 SHARD = shard_rel("Pong", 1, 0)
 

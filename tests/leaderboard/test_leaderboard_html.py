@@ -14,7 +14,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,10 +22,10 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_leaderboard_synthetic import write_run  # noqa: E402
-
 from offline_gitd.cli import main  # noqa: E402
+from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TIMEOUT_S = 30.0

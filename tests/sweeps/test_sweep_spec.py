@@ -4,7 +4,6 @@ the CLI accepts, and every bad spec is refused before anything runs, in one line
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,9 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.sweeps.runner import is_complete
 from offline_gitd.sweeps.spec import expand, load_spec
 from offline_gitd.sweeps.state import SweepPaths, write_state
+from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_leaderboard_synthetic import write_run  # noqa: E402
-
-SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
+SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 SHIPPED = {"demo": 8, "gym_offline": 64, "atari_offline": 40, "atari_online": 40, "mujoco_online": 24}
 
 
