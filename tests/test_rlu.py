@@ -13,7 +13,6 @@ from offline_gitd.data.cache import (
     cache_is_valid,
     load_rlu_store,
     open_checkpoint_cache,
-    parse_checkpoints,
     write_checkpoint_cache,
 )
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
@@ -165,11 +164,15 @@ def test_fractional_cache_decodes_only_what_the_selector_keeps(shards, tmp_path)
     assert load_rlu_store(other, "Pong", 1, [0, 1], fraction=0.5).num_rows == 2 * 25
 
 
-def test_parse_checkpoints_and_command_line(shards, capsys):
-    assert parse_checkpoints("0-3,7") == [0, 1, 2, 3, 7]
+def test_command_line(shards, capsys):
     root, _, _ = shards
     cache_module.main(["--data-dir", str(root), "--game", "Pong", "--checkpoints", "0-1"])
     assert "checkpoint_01: 48 frames, 4 episodes" in capsys.readouterr().out
+    # The registry's checkpoint parser: a range past the game's shards is one usage line, not a hang.
+    with pytest.raises(SystemExit) as exit_info:
+        cache_module.main(["--data-dir", str(root), "--game", "Pong", "--checkpoints", "0-99999999"])
+    assert exit_info.value.code == 2
+    assert "checkpoint 50 out of range for Pong (valid: 0-49)" in capsys.readouterr().err
 
 
 def test_tfds_path_needs_the_extra(monkeypatch):

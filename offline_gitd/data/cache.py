@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from offline_gitd.data.paths import data_root, rlu_cache_dir, rlu_raw_dir
+from offline_gitd.data.registry import load_rlu_registry, parse_checkpoints
 from offline_gitd.data.replay import EpisodeStore, SegmentedRows, first_fraction, fraction_rows
 from offline_gitd.data.rlu import FRAME_SHAPE, count_rlu_steps, iter_rlu_episodes
 from offline_gitd.data.tfrecord import TFRecordError
@@ -423,15 +424,6 @@ def load_rlu_store(
     )
 
 
-def parse_checkpoints(text: str) -> list[int]:
-    """``"0-4,7"`` -> ``[0, 1, 2, 3, 4, 7]``."""
-    result: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        result.extend(range(int(low), int(high or low) + 1))
-    return result
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m offline_gitd.data.cache --game Pong --run 1 --checkpoints 0-49 --jobs 2``."""
     parser = argparse.ArgumentParser(description="Decode downloaded RLU Atari shards into the cache.")
@@ -442,7 +434,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--fraction", type=float, default=1.0, help="decode only the first part of each shard")
     args = parser.parse_args(argv)
-    checkpoints = parse_checkpoints(args.checkpoints)
+    # The registry's parser: checked against the game's shard count before a range is expanded.
+    registry = load_rlu_registry()
+    try:
+        checkpoints = list(parse_checkpoints(args.checkpoints, registry.num_shards(args.game), owner=args.game))
+    except UsageError as err:
+        parser.error(str(err))
     for path in build_rlu_cache(
         args.data_dir, args.game, args.run, checkpoints, jobs=args.jobs, fraction=args.fraction
     ):
