@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 # Property-based tests (tests/properties): thousands of generated inputs per parser of outside
 # input. "default" explores new inputs on every run (and remembers failures in .hypothesis/);
 # "ci" draws the same inputs every time, so a CI run is reproducible; "quick" is for editing a
-# parser. Each example has a deadline so that a parser that hangs fails instead of stalling.
+# parser. Each example has a deadline, so a parser that slows down fails (a hang that never
+# returns is caught by tests/properties/conftest.py).
 # Pick one with HYPOTHESIS_PROFILE=name; CI=true selects "ci".
 _PROFILE = {
     "max_examples": 1000,
@@ -20,7 +21,9 @@ _PROFILE = {
     "suppress_health_check": (HealthCheck.too_slow,),
 }
 settings.register_profile("default", **_PROFILE)
-settings.register_profile("ci", **_PROFILE, derandomize=True, database=None, print_blob=True)
+# CI machines are shared and loaded: 2 s there could fail on the load rather than on a parser;
+# 10 s still catches a parser gone slow.
+settings.register_profile("ci", **{**_PROFILE, "deadline": 10_000}, derandomize=True, database=None, print_blob=True)
 settings.register_profile("quick", **{**_PROFILE, "max_examples": 100})
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 

@@ -57,7 +57,10 @@ def decode_png_frames(pngs: Sequence[bytes]) -> np.ndarray:
     """
     frames = np.empty((len(pngs), *FRAME_SHAPE), np.uint8)
     for t, png in enumerate(pngs):
-        frame = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_GRAYSCALE)
+        try:
+            frame = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_GRAYSCALE)
+        except cv2.error:  # an empty buffer fails OpenCV's own assertion instead of returning None
+            frame = None
         if frame is None or frame.shape != FRAME_SHAPE:
             got = None if frame is None else frame.shape
             raise ValueError(f"frame {t}: not an 84x84 PNG (decoded shape {got})")

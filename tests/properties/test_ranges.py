@@ -30,6 +30,7 @@ def written(spans: list[tuple[int, int]], pad: str) -> str:
     return ",".join(f"{pad}{a}{pad}" if b == 0 else f"{pad}{a}-{a + b}{pad}" for a, b in spans)
 
 
+@share(0.5)
 @given(spans=SPANS, pad=st.sampled_from(["", " "]), max_count=st.integers(1, 200))
 def test_ranges_list_their_values_or_say_why_not(spans, pad, max_count) -> None:
     """Against an oracle: the values in order; refused when a range runs backwards, there are too
@@ -56,6 +57,7 @@ def test_any_range_text_is_distinct_values_or_one_line(text: str, max_count: int
         assert parse_int_range(",".join(map(str, parsed)), "--seeds", max_count) == parsed
 
 
+@share(0.5)
 @given(text=NEAR | st.text(max_size=30))
 @example(text="2147483647")
 @example(text="2147483648")
@@ -82,6 +84,7 @@ def test_widths_parse_to_their_tuple_or_say_why_not(widths, pad) -> None:
         assert parsed == tuple(widths)
 
 
+@share(0.5)
 @given(text=NEAR | st.text(max_size=30))
 def test_any_width_text_is_widths_or_one_line(text: str) -> None:
     try:

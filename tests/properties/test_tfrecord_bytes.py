@@ -209,6 +209,7 @@ def check_rlu_record(record: bytes) -> None:
 @example(name="checkpoint_idx", value=[])  # was an IndexError: a per-episode feature with no value
 @example(name="episode_idx", value=[b"x"])  # was a ValueError traceback: int(b"x")
 @example(name="observations", value=np.zeros(2, np.float32))  # floats where PNGs belong
+@example(name="observations", value=[b"", b""])  # was a cv2.error: OpenCV asserts on an empty buffer
 def test_rlu_records_with_a_feature_of_another_kind_are_one_line(name: str, value) -> None:
     """One feature of a real episode replaced by a list of any kind and length."""
     check_rlu_record(encode_example(FEATURES_OF_EPISODE | {name: value}))
