@@ -45,7 +45,10 @@ from offline_gitd.errors import UsageError
 CHUNK_BYTES = 1 << 20
 USER_AGENT = f"offline_gitd/{__version__} (+urllib)"
 LOCK_FORMAT_VERSION = 1
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+# Byte counts a server sends: ASCII digits only (``\d`` and str.isdigit take "²" or "١", which
+# int() refuses or reads as another number) and at most 20 of them (past 4300 int() refuses too).
+_BYTES = r"([0-9]{1,20})"
+_CONTENT_RANGE = re.compile(rf"bytes {_BYTES}-{_BYTES}/({_BYTES[1:-1]}|\*)")
 
 Opener = Callable[..., Any]  # urllib.request.urlopen's shape: (request, timeout=...) -> response
 Status = Literal["fetched", "skipped", "failed"]
@@ -173,11 +176,17 @@ class _TooSlowError(_TransientError):
 
 def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
     """``"bytes 100-199/200"`` -> ``(100, 199, 200)``; ``None`` when absent or malformed."""
-    match = _CONTENT_RANGE.match((value or "").strip())
+    match = _CONTENT_RANGE.fullmatch((value or "").strip())
     if not match:
         return None
     total = None if match.group(3) == "*" else int(match.group(3))
     return int(match.group(1)), int(match.group(2)), total
+
+
+def _byte_count(value: str | None) -> int | None:
+    """A header's byte count; ``None`` when absent or not one."""
+    match = re.fullmatch(_BYTES, (value or "").strip())
+    return int(match.group(1)) if match else None
 
 
 def parse_goog_hash(values: Iterable[str]) -> tuple[int | None, bytes | None]:
@@ -208,15 +217,12 @@ def server_checks(status: int, headers: Any) -> ServerChecks:
     For 206 the body is a slice, so the size comes from ``Content-Range``'s total; GCS also sends
     ``x-goog-stored-content-length`` and whole-object hashes on ranged answers.
     """
-    size: int | None = None
-    stored = headers.get("x-goog-stored-content-length")
-    if stored and stored.strip().isdigit():
-        size = int(stored)
-    elif status == 206:
+    size = _byte_count(headers.get("x-goog-stored-content-length"))
+    if size is None and status == 206:
         content_range = parse_content_range(headers.get("Content-Range"))
         size = content_range[2] if content_range else None
-    elif (headers.get("Content-Length") or "").strip().isdigit():
-        size = int(headers["Content-Length"])
+    elif size is None:
+        size = _byte_count(headers.get("Content-Length"))
     crc, md5 = parse_goog_hash(headers.get_all("x-goog-hash") or [])
     return ServerChecks(size=size, crc32c=crc, md5=md5)
 
@@ -393,10 +399,8 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
         return {}
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        return {
-            e["name"]: LockEntry(name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"]))
-            for e in raw["shards"]
-        }
+        entries = [LockEntry(name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"])) for e in raw["shards"]]
+        return {entry.name: entry for entry in entries}  # keyed by the name as read (str), as looked up
     except (ValueError, KeyError, TypeError) as err:
         raise UsageError(f"malformed lock file {path} ({err}); delete it to rebuild it") from err
 
