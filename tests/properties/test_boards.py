@@ -99,6 +99,7 @@ CELLS = {
 }
 
 
+@share(0.5)
 @given(cells=st.fixed_dictionaries({name: CELLS.get(name, NAMES | st.text(max_size=4)) for name in COLUMNS}))
 def test_any_cells_are_a_row_or_one_line_naming_the_field(cells: dict[str, str]) -> None:
     cells = cells | {"seed": cells["K"], "step": cells["K"], "return": cells["beta"]}
@@ -146,7 +147,7 @@ def mutated_boards(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-@share(0.5)
+@share(0.3)
 @given(data=mutated_boards())
 def test_mutated_boards_are_boards_or_one_line(data: bytes) -> None:
     check_board_bytes(data)

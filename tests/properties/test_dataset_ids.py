@@ -104,6 +104,7 @@ def test_checkpoint_lists_parse_to_their_union_and_format_back(items, pad) -> No
     assert parse_checkpoints(format_checkpoints(parsed)) == parsed
 
 
+@share(0.5)
 @given(text=NEAR_IDS | st.text(max_size=30), bound=st.none() | st.integers(1, 100))
 @example(text="0-99999999", bound=None)  # was a hang without a bound
 @example(text="0-99999999", bound=50)  # was a hang with one

@@ -30,6 +30,7 @@ NEAR = st.lists(
 HEADER_TEXT = NEAR | st.text(st.characters(codec="latin-1"), max_size=20)  # http.client decodes headers as latin-1
 
 
+@share(0.5)
 @given(first=st.integers(0, 10**19), length=st.integers(0, 10**6), total=st.none() | st.integers(0, 10**19))
 def test_content_ranges_read_back(first: int, length: int, total: int | None) -> None:
     text = f"bytes {first}-{first + length}/{'*' if total is None else total}"
@@ -53,6 +54,7 @@ def test_goog_hashes_read_back(crc: int, md5: bytes, one_header: bool) -> None:
     assert parse_goog_hash([",".join(items)] if one_header else items) == (crc, md5)
 
 
+@share(0.5)
 @given(
     status=st.sampled_from([200, 206]),
     stored=st.none() | HEADER_TEXT,

@@ -177,7 +177,7 @@ def test_generated_specs_expand_to_cli_commands_or_one_line(spec: dict[str, Any]
     check_spec_or_one_line(toml_document(spec))
 
 
-@share(0.3)
+@share(0.2)
 @given(spec=typed_specs())
 def test_typed_specs_expand_to_cli_commands_or_one_line(spec: dict[str, Any]) -> None:
     check_spec_or_one_line(toml_document(spec))
@@ -190,7 +190,7 @@ def test_any_bytes_are_a_spec_or_one_line(data: str | bytes) -> None:
     check_spec_or_one_line(data)
 
 
-@share(0.3)
+@share(0.2)
 @given(
     original=st.sampled_from(SHIPPED),
     edits=st.lists(

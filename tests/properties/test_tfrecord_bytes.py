@@ -115,6 +115,7 @@ def test_any_bytes_are_an_example_or_one_line(record: bytes) -> None:
     check_example_bytes(record)
 
 
+@share(0.5)
 @given(data=st.data(), features=FEATURES.filter(bool))
 def test_mutated_examples_decode_as_protobuf_does_or_one_line(data: st.DataObject, features: dict) -> None:
     check_example_bytes(data.draw(mutated(encode_example(features))))
@@ -215,7 +216,7 @@ def test_rlu_records_with_a_feature_of_another_kind_are_one_line(name: str, valu
     check_rlu_record(encode_example(FEATURES_OF_EPISODE | {name: value}))
 
 
-@share(0.5)
+@share(0.3)
 @given(data=st.data())
 @example(data=None)  # the record as written
 def test_mutated_rlu_episodes_are_episodes_or_one_line(data: st.DataObject | None) -> None:
