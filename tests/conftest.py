@@ -11,6 +11,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Property-based tests (tests/properties): thousands of generated inputs per parser of outside
+# input. "default" explores new inputs on every run (and remembers failures in .hypothesis/);
+# "ci" draws the same inputs every time, so a CI run is reproducible; "quick" is for editing a
+# parser. Each example has a deadline, so a parser that slows down fails (a hang that never
+# returns is caught by tests/properties/conftest.py).
+# Pick one with HYPOTHESIS_PROFILE=name; CI=true selects "ci".
+_PROFILE = {
+    "max_examples": 1000,
+    "deadline": 2000,  # ms: a shared 2-core machine; every parser here answers in milliseconds
+    "suppress_health_check": (HealthCheck.too_slow,),
+}
+settings.register_profile("default", **_PROFILE)
+# CI machines are shared and loaded: 2 s there could fail on the load rather than on a parser;
+# 10 s still catches a parser gone slow.
+settings.register_profile("ci", **{**_PROFILE, "deadline": 10_000}, derandomize=True, database=None, print_blob=True)
+settings.register_profile("quick", **{**_PROFILE, "max_examples": 100})
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 
 @pytest.fixture(scope="module")

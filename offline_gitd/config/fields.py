@@ -49,11 +49,17 @@ def option(
 
 def parse_ratio(text: str) -> float:
     """``"1/4"`` -> 0.25, ``"0.25"`` -> 0.25, ``"4"`` -> 4.0: a finite number or a fraction a/b,
-    the notation the paper (and ``--help``) uses for update-to-data ratios."""
+    the notation the paper (and ``--help``) uses for update-to-data ratios. Only a text with a
+    slash goes through ``Fraction``: it would compute ``10**99999999`` for ``"1e99999999"``."""
+    stripped = text.strip()
+    problem = argparse.ArgumentTypeError(f"expected a number or a fraction like 1/4, got {text!r}")
     try:
-        return float(Fraction(text.strip()))
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"expected a number or a fraction like 1/4, got {text!r}") from None
+        value = float(Fraction(stripped)) if "/" in stripped else float(stripped)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise problem from None
+    if not math.isfinite(value):
+        raise problem
+    return value
 
 
 def check_range(flag: str, value: float | None, low: float, high: float | None = None, why: str = "") -> None:

@@ -303,6 +303,16 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
     return lines
 
 
+# Every character str.splitlines breaks at (and a terminal may), as its Python escape.
+_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks escaped, as ``leaderboard show`` shows names: one line per
+    metadata key, so a dataset's metadata cannot add lines that read as the command's own."""
+    return text.translate(_LINE_BREAKS)
+
+
 def _minari_info_lines(dataset: MinariId, datasets_dir: Path, data_dir: str | None = None) -> list[str]:
     from offline_gitd.data.inventory import directory_size, format_bytes
 
@@ -316,8 +326,8 @@ def _minari_info_lines(dataset: MinariId, datasets_dir: Path, data_dir: str | No
     path = datasets_dir / dataset.dataset_id
     lines.append(f"  local {path}  {format_bytes(directory_size(path))}")
     for key, value in sorted(metadata.items()):
-        text = str(value)
-        lines.append(f"  {key}: {text if len(text) <= 100 else text[:97] + '...'}")
+        text = _one_line(str(value))
+        lines.append(f"  {_one_line(key)}: {text if len(text) <= 100 else text[:97] + '...'}")
     return lines
 
 

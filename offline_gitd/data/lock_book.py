@@ -77,10 +77,8 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
         return {}
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        return {
-            e["name"]: LockEntry(name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"]))
-            for e in raw["shards"]
-        }
+        entries = [LockEntry(name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"])) for e in raw["shards"]]
+        return {entry.name: entry for entry in entries}  # keyed by the name as read (str), as looked up
     except (ValueError, KeyError, TypeError) as err:
         raise UsageError(f"malformed lock file {path} ({err}); delete it to rebuild it") from err
 

@@ -18,6 +18,12 @@ import numpy as np
 
 from offline_gitd.data.replay import EpisodeStore
 
+# Rows allocated before the second episode: a guess from the first episode's length and the number
+# of episodes selected; the store doubles past it. The metadata's step count is not used: a damaged
+# or hostile metadata.json can claim 10**12 steps (terabytes up front) or a step count that is no
+# number, and the episodes themselves say how long they are.
+MAX_ROWS_UP_FRONT = 1 << 24
+
 
 def flatten_observations(space: gymnasium.Space, observations: Any) -> np.ndarray:
     """``[T + 1, d]`` float32 vectors from one episode's observations in ``space``'s layout.
@@ -73,8 +79,9 @@ def minari_store(dataset: Any, episode_indices: Iterable[int] | None = None) -> 
     if isinstance(dataset, str):
         dataset = minari.load_dataset(dataset)
     obs_space, action_space = dataset.observation_space, dataset.action_space
+    selected = None if episode_indices is None else list(episode_indices)
     store: EpisodeStore | None = None
-    for episode in dataset.iterate_episodes(episode_indices):
+    for episode in dataset.iterate_episodes(selected):
         observations = flatten_observations(obs_space, episode.observations)
         actions = _actions(action_space, episode.actions)
         if store is None:
@@ -83,7 +90,7 @@ def minari_store(dataset: Any, episode_indices: Iterable[int] | None = None) -> 
                 np.float32,
                 actions.shape[1:],
                 actions.dtype,
-                capacity=dataset.total_steps + dataset.total_episodes,
+                capacity=min((len(actions) + 1) * (len(selected) if selected else 1), MAX_ROWS_UP_FRONT),
             )
         store.add_episode(observations, actions, np.asarray(episode.rewards), episode.terminations)
     if store is None:

@@ -32,8 +32,14 @@ from offline_gitd.errors import UsageError
 REGISTRY_RESOURCE = "rlu_atari.json"
 RLU_PREFIX = "rlu-atari"
 MINARI_PREFIX = "minari"
-_MINARI_ID = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*-v\d+$")
-_CHECKPOINT_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$")
+# Matched whole (fullmatch) and ASCII only: ``$`` would also accept a trailing newline, and ``\d``
+# Arabic-Indic or fullwidth digits, which ``int`` reads but no shard name or Minari folder holds.
+_MINARI_ID = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*-v[0-9]+")
+_RUN = re.compile(r"[0-9]{1,9}")
+_CHECKPOINT_ITEM = re.compile(r"([0-9]{1,9})(?:-([0-9]{1,9}))?")
+# Checkpoint indices without a game to bound them: no registry game has this many shards, and a
+# range is checked against the bound before it is expanded (``0-99999999999`` must not hang).
+MAX_CHECKPOINTS = 10_000
 
 
 @dataclass(frozen=True)
@@ -220,25 +226,27 @@ def parse_checkpoints(text: str, num_checkpoints: int | None = None, owner: str 
     """Parse ``"0-4,7"`` into sorted unique checkpoint indices ``(0, 1, 2, 3, 4, 7)``.
 
     With ``num_checkpoints``, indices must lie in ``0..num_checkpoints-1``; ``owner`` (e.g.
-    ``"Carnival"``) names whose checkpoints they are in the error message.
+    ``"Carnival"``) names whose checkpoints they are in the error message. Without it they lie
+    below :data:`MAX_CHECKPOINTS`.
     """
     valid = f"valid: 0-{num_checkpoints - 1}" if num_checkpoints else "e.g. 0-4,7"
-    indices: set[int] = set()
+    spans: list[tuple[int, int]] = []
     for item in text.split(","):
-        match = _CHECKPOINT_ITEM.match(item.strip())
+        match = _CHECKPOINT_ITEM.fullmatch(item.strip())
         if not match:
             raise UsageError(f"bad checkpoint list {text!r}: expected comma-separated indices or ranges ({valid})")
         start = int(match.group(1))
         stop = int(match.group(2)) if match.group(2) is not None else start
         if stop < start:
             raise UsageError(f"bad checkpoint range {item.strip()!r}: end before start ({valid})")
-        indices.update(range(start, stop + 1))
-    if num_checkpoints is not None:
-        outside = sorted(i for i in indices if i >= num_checkpoints)
-        if outside:
-            where = f" for {owner}" if owner else ""
-            raise UsageError(f"checkpoint {outside[0]} out of range{where} ({valid})")
-    return tuple(sorted(indices))
+        spans.append((start, stop))
+    limit = MAX_CHECKPOINTS if num_checkpoints is None else num_checkpoints
+    beyond = [max(start, limit) for start, stop in spans if stop >= limit]
+    if beyond:
+        where = f" for {owner}" if owner else ""
+        bound = valid if num_checkpoints else f"below {limit}"
+        raise UsageError(f"checkpoint {min(beyond)} out of range{where} ({bound})")
+    return tuple(sorted({index for start, stop in spans for index in range(start, stop + 1)}))
 
 
 def format_checkpoints(checkpoints: tuple[int, ...]) -> str:
@@ -256,7 +264,7 @@ def parse_dataset_id(text: str, registry: RluRegistry | None = None) -> DatasetI
     """Parse and validate a dataset id; a bad one is a one-line error naming the valid values."""
     prefix, sep, rest = text.partition(":")
     if prefix == MINARI_PREFIX and sep:
-        if not _MINARI_ID.match(rest):
+        if not _MINARI_ID.fullmatch(rest):
             raise UsageError(
                 f"bad minari id {rest!r}: expected namespace/name-vN, e.g. minari:mujoco/halfcheetah/medium-v0"
             )
@@ -270,7 +278,7 @@ def parse_dataset_id(text: str, registry: RluRegistry | None = None) -> DatasetI
     registry = registry or load_rlu_registry()
     game_run, _, checkpoint_text = rest.partition(":")
     game, slash, run_text = game_run.partition("/")
-    if not slash or not run_text.isdigit():
+    if not slash or not _RUN.fullmatch(run_text):
         raise UsageError(
             f"bad {RLU_PREFIX} id {text!r}: expected "
             f"{RLU_PREFIX}:{{Game}}/{{run}}[:{{checkpoints}}], "

@@ -20,11 +20,13 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from offline_gitd.data.rlu_format import EPISODE_SCALAR_FEATURES, EPISODE_STEP_FEATURES
 from offline_gitd.data.tfrecord import TFRecordError, iter_tfrecords, parse_example
 
 FRAME_SHAPE = (84, 84)
 STEP_FEATURES = ("observations", "actions", "unclipped_rewards", "clipped_rewards", "discounts")
 SCALAR_FEATURES = ("checkpoint_idx", "episode_idx", "episode_return", "clipped_episode_return")
+FEATURE_KINDS = {**EPISODE_SCALAR_FEATURES, **EPISODE_STEP_FEATURES}
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,10 @@ def decode_png_frames(pngs: Sequence[bytes]) -> np.ndarray:
     """
     frames = np.empty((len(pngs), *FRAME_SHAPE), np.uint8)
     for t, png in enumerate(pngs):
-        frame = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_GRAYSCALE)
+        try:
+            frame = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_GRAYSCALE)
+        except cv2.error:  # an empty buffer fails OpenCV's own assertion instead of returning None
+            frame = None
         if frame is None or frame.shape != FRAME_SHAPE:
             got = None if frame is None else frame.shape
             raise ValueError(f"frame {t}: not an 84x84 PNG (decoded shape {got})")
@@ -66,7 +71,8 @@ def iter_rlu_records(path: str | os.PathLike[str]) -> Iterator[dict[str, list[by
     """Yield each record of a shard as parsed features, checked for RLU's nine features.
 
     Raises :class:`TFRecordError` (file and record index) for a record that is not a well-formed
-    episode: a missing feature or per-step lists of different lengths.
+    episode: a missing feature, one of the wrong kind, a per-episode feature without exactly one
+    value, or per-step lists of different lengths.
     """
     for index, record in enumerate(iter_tfrecords(path)):
         try:
@@ -76,10 +82,24 @@ def iter_rlu_records(path: str | os.PathLike[str]) -> Iterator[dict[str, list[by
         missing = [k for k in (*SCALAR_FEATURES, *STEP_FEATURES) if k not in features]
         if missing:
             raise TFRecordError(path, index, f"not an RLU episode: missing features {missing}")
+        for name, kind in FEATURE_KINDS.items():
+            # An empty list reads as any kind: a Feature with no values may carry none.
+            if len(features[name]) and _kind(features[name]) != kind:
+                raise TFRecordError(path, index, f"feature {name!r} holds {_kind(features[name])}, expected {kind}")
+        counts = {k: len(features[k]) for k in SCALAR_FEATURES if len(features[k]) != 1}
+        if counts:
+            raise TFRecordError(path, index, f"per-episode features must hold one value each: {counts}")
         lengths = {k: len(features[k]) for k in STEP_FEATURES}
         if len(set(lengths.values())) != 1:
             raise TFRecordError(path, index, f"per-step features differ in length: {lengths}")
         yield features
+
+
+def _kind(values: list[bytes] | np.ndarray) -> str:
+    """A parsed feature's kind, named as in :data:`FEATURE_KINDS`."""
+    if isinstance(values, list):
+        return "bytes"
+    return "int64" if values.dtype == np.int64 else "float"
 
 
 def count_rlu_steps(path: str | os.PathLike[str]) -> int:

@@ -17,7 +17,10 @@ from typing import Any
 
 from offline_gitd.data.lock_book import FileDigests, LockEntry
 
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+# Byte counts a server sends: ASCII digits only (``\d`` and str.isdigit take "²" or "١", which
+# int() refuses or reads as another number) and at most 20 of them (past 4300 int() refuses too).
+_BYTES = r"([0-9]{1,20})"
+_CONTENT_RANGE = re.compile(rf"bytes {_BYTES}-{_BYTES}/({_BYTES[1:-1]}|\*)")
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class ServerChecks:
 
 def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
     """``"bytes 100-199/200"`` -> ``(100, 199, 200)``; ``None`` when absent or malformed."""
-    match = _CONTENT_RANGE.match((value or "").strip())
+    match = _CONTENT_RANGE.fullmatch((value or "").strip())
     if not match:
         return None
     total = None if match.group(3) == "*" else int(match.group(3))
@@ -60,21 +63,24 @@ def parse_goog_hash(values: Iterable[str]) -> tuple[int | None, bytes | None]:
     return crc, md5
 
 
+def byte_count(value: str | None) -> int | None:
+    """A header's byte count; ``None`` when absent or not one."""
+    match = re.fullmatch(_BYTES, (value or "").strip())
+    return int(match.group(1)) if match else None
+
+
 def server_checks(status: int, headers: Any) -> ServerChecks:
     """What a 200/206 response says about the whole object (size and hashes).
 
     For 206 the body is a slice, so the size comes from ``Content-Range``'s total; GCS also sends
     ``x-goog-stored-content-length`` and whole-object hashes on ranged answers.
     """
-    size: int | None = None
-    stored = headers.get("x-goog-stored-content-length")
-    if stored and stored.strip().isdigit():
-        size = int(stored)
-    elif status == 206:
+    size = byte_count(headers.get("x-goog-stored-content-length"))
+    if size is None and status == 206:
         content_range = parse_content_range(headers.get("Content-Range"))
         size = content_range[2] if content_range else None
-    elif (headers.get("Content-Length") or "").strip().isdigit():
-        size = int(headers["Content-Length"])
+    elif size is None:
+        size = byte_count(headers.get("Content-Length"))
     crc, md5 = parse_goog_hash(headers.get_all("x-goog-hash") or [])
     return ServerChecks(size=size, crc32c=crc, md5=md5)
 

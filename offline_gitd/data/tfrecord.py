@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import typing
 import zlib
 from collections.abc import Iterator
 
@@ -28,6 +29,13 @@ _FOOTER = struct.Struct("<I")
 
 # Protobuf wire types used by tf.train.Example.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+# A varint holds at most 64 bits in 10 bytes; protobuf keeps the low 64 bits of a 10-byte one.
+_MAX_VARINT_BYTES = 10
+_U64 = (1 << 64) - 1
+# A record's payload is read in pieces of at most this size: its length comes from the file, and
+# a corrupt (or hostile) length with a valid CRC must not allocate terabytes before the read
+# finds the file ends long before.
+_READ_CHUNK = 1 << 26
 
 Feature = list[bytes] | np.ndarray
 
@@ -66,7 +74,7 @@ def iter_tfrecords(path: str | os.PathLike[str], *, compressed: bool = True) -> 
                 length, length_crc = _HEADER.unpack(header)
                 if masked_crc32c(header[:8]) != length_crc:
                     raise TFRecordError(path, index, "length CRC mismatch (corrupt file)")
-                data = stream.read(length)
+                data = _read_up_to(stream, length)
                 footer = stream.read(_FOOTER.size)
                 if len(data) < length or len(footer) < _FOOTER.size:
                     raise TFRecordError(path, index, f"truncated record (expected {length} payload bytes)")
@@ -79,6 +87,21 @@ def iter_tfrecords(path: str | os.PathLike[str], *, compressed: bool = True) -> 
             raise TFRecordError(path, index, f"unreadable stream: {error}") from error
 
 
+def _read_up_to(stream: typing.BinaryIO, length: int) -> bytes:
+    """``length`` bytes of ``stream``, or fewer where it ends first; memory grows with the bytes
+    actually read, never with ``length`` itself."""
+    if length <= _READ_CHUNK:
+        return stream.read(length)
+    pieces = []
+    while length > 0:
+        piece = stream.read(min(length, _READ_CHUNK))
+        if not piece:
+            break
+        pieces.append(piece)
+        length -= len(piece)
+    return b"".join(pieces)
+
+
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     """Decode one base-128 varint at ``pos``; returns (value, position after it)."""
     byte = buf[pos]
@@ -86,13 +109,16 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         return byte, pos + 1
     result = byte & 0x7F
     shift = 7
+    start = pos
     pos += 1
     while True:
         byte = buf[pos]
         result |= (byte & 0x7F) << shift
         pos += 1
         if byte < 0x80:
-            return result, pos
+            return result & _U64, pos
+        if pos - start >= _MAX_VARINT_BYTES:
+            raise ValueError(f"varint longer than {_MAX_VARINT_BYTES} bytes")
         shift += 7
 
 
@@ -106,6 +132,8 @@ def _fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, i
     while pos < end:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
+        if number == 0 or number >= 1 << 29:
+            raise ValueError(f"invalid protobuf field number {number}")
         if wire == _LEN:
             size, pos = _varint(buf, pos)
             if pos + size > end:
@@ -115,12 +143,12 @@ def _fields(buf: bytes, start: int, end: int) -> Iterator[tuple[int, int, int, i
         elif wire == _VARINT:
             value, pos = _varint(buf, pos)
             yield number, wire, value, pos
-        elif wire == _I32:
-            yield number, wire, pos, pos + 4
-            pos += 4
-        elif wire == _I64:
-            yield number, wire, pos, pos + 8
-            pos += 8
+        elif wire in (_I32, _I64):
+            size = 4 if wire == _I32 else 8
+            if pos + size > end:
+                raise ValueError("fixed-size field runs past the end of its message")
+            yield number, wire, pos, pos + size
+            pos += size
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
     if pos != end:
@@ -138,6 +166,8 @@ def _packed_varints(data: bytes) -> np.ndarray:
     if not ends[-1]:
         raise ValueError("packed varints end mid-value")
     group_starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
+    if np.diff(np.append(group_starts, raw.size)).max() > _MAX_VARINT_BYTES:
+        raise ValueError(f"packed varint longer than {_MAX_VARINT_BYTES} bytes")
     position = np.arange(raw.size) - np.repeat(group_starts, np.diff(np.append(group_starts, raw.size)))
     parts = (raw & 0x7F).astype(np.uint64) << (7 * position).astype(np.uint64)
     return np.bitwise_or.reduceat(parts, group_starts).view(np.int64)
@@ -152,6 +182,8 @@ def _parse_list(buf: bytes, start: int, end: int, kind: int) -> Feature:
             if buf[pos] != 0x0A:  # field 1, wire type LEN
                 raise ValueError("BytesList holds a field other than value")
             size, pos = _varint(buf, pos + 1)
+            if pos + size > end:
+                raise ValueError("BytesList value runs past the end of its list")
             values.append(buf[pos : pos + size])
             pos += size
         return values
@@ -161,13 +193,24 @@ def _parse_list(buf: bytes, start: int, end: int, kind: int) -> Feature:
             continue
         if kind == 2:
             # packed (LEN) or one fixed32 per value (I32): both are little-endian float32 bytes.
+            if wire not in (_LEN, _I32) or (b - a) % 4:
+                raise ValueError("FloatList value is not float32s")
             chunks.append(np.frombuffer(buf[a:b], dtype="<f4"))
         elif wire == _LEN:
             chunks.append(_packed_varints(buf[a:b]))
-        else:
+        elif wire == _VARINT:
             chunks.append(np.array([a], dtype=np.uint64).view(np.int64))
+        else:
+            raise ValueError("Int64List value is not a varint")
     dtype = np.float32 if kind == 2 else np.int64
     return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype)
+
+
+def _concatenate(first: Feature, second: Feature) -> Feature:
+    """Two lists of one kind as one (bytes lists as a list, numbers as one array)."""
+    if isinstance(first, list):
+        return first + second  # type: ignore[operator]
+    return np.concatenate([first, second])
 
 
 def parse_example(record: bytes) -> dict[str, Feature]:
@@ -187,13 +230,25 @@ def parse_example(record: bytes) -> dict[str, Feature]:
                     continue
                 name = ""
                 value: Feature = np.zeros(0, dtype=np.float32)  # a Feature with no kind set
-                for knumber, _, kstart, kend in _fields(record, estart, eend):
+                value_kind = 0
+                for knumber, kwire, kstart, kend in _fields(record, estart, eend):
+                    # Protobuf sets aside a map entry with an unknown field (the feature is not
+                    # in the Example it decodes); refused here rather than silently dropped.
+                    if knumber not in (1, 2) or kwire != _LEN:
+                        raise ValueError("a feature entry holds a field other than its name and value")
                     if knumber == 1:
                         name = record[kstart:kend].decode("utf-8")
                     elif knumber == 2:
-                        for kind, _, lstart, lend in _fields(record, kstart, kend):
-                            if kind in (1, 2, 3):
-                                value = _parse_list(record, lstart, lend, kind)
+                        for kind, lwire, lstart, lend in _fields(record, kstart, kend):
+                            if kind not in (1, 2, 3):
+                                continue
+                            if lwire != _LEN:
+                                raise ValueError("a feature's list is not length-delimited")
+                            # Protobuf merges a kind given twice (its values concatenate) and
+                            # lets a different kind replace it; so does this decoder.
+                            parsed = _parse_list(record, lstart, lend, kind)
+                            value = _concatenate(value, parsed) if kind == value_kind else parsed
+                            value_kind = kind
                 features[name] = value
     except (IndexError, UnicodeDecodeError) as error:
         raise ValueError(f"malformed tf.train.Example: {error}") from error

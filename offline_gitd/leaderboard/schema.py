@@ -163,7 +163,9 @@ class ResultRow:
 
 def is_legacy(path: Path) -> bool:
     """Whether the CSV at ``path`` has the header of files written before ``method_config``."""
-    with path.open(newline="", encoding="utf-8") as handle:
+    # utf-8-sig, as read_rows: a legacy board saved by a spreadsheet starts with a byte-order mark,
+    # and read as plain UTF-8 its header would not match, so it would never be upgraded.
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         return tuple(next(csv.reader(handle), ())) == LEGACY_COLUMNS
 
 
@@ -199,7 +201,8 @@ def _parse_rows(path: Path, handle: TextIO) -> list[tuple[int, ResultRow]]:
     if tuple(header) not in (COLUMNS, LEGACY_COLUMNS):
         got = ",".join(header)
         got = got if len(got) <= 200 else got[:197] + "..."
-        raise SchemaError(f"{path}:1: header must be {','.join(COLUMNS)}, got {got}")
+        # repr: a quoted header cell may hold a line end, and the message must stay one line.
+        raise SchemaError(f"{path}:1: header must be {','.join(COLUMNS)}, got {got!r}")
     columns = tuple(header)  # a legacy board (before method_config) is read as it is
     rows: list[tuple[int, ResultRow]] = []
     start = reader.line_num + 1

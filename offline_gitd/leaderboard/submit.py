@@ -130,13 +130,21 @@ def board_lock(board: Path) -> Iterator[None]:
 
 
 def encode_rows(rows: Sequence[ResultRow], header: bool) -> bytes:
-    """CSV bytes for ``rows`` (``\\n`` line ends), optionally preceded by the header."""
+    """CSV bytes for ``rows`` (``\\n`` line ends), optionally preceded by the header.
+
+    Each record is written with ``\\r\\n`` and its end turned back into ``\\n``: the csv module
+    quotes a cell only for the line terminator's own characters, so with ``\\n`` alone a carriage
+    return inside a name went out unquoted and split its row when the board was read again.
+    """
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    if header:
-        writer.writerow(COLUMNS)
-    writer.writerows(row.to_record() for row in rows)
-    return buffer.getvalue().encode("utf-8")
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    lines = []
+    for record in ([list(COLUMNS)] if header else []) + [row.to_record() for row in rows]:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(record)
+        lines.append(buffer.getvalue().removesuffix("\r\n") + "\n")
+    return "".join(lines).encode("utf-8")
 
 
 def replace_atomically(path: Path, content: bytes) -> None:

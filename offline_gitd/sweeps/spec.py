@@ -16,8 +16,10 @@ training (DESIGN §8).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import itertools
+import math
 import re
 import string
 import tomllib
@@ -26,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from offline_gitd.config.fields import base_type, parse_int_range
+from offline_gitd.config.fields import MAX_SEEDS, base_type, parse_int_range
 from offline_gitd.errors import ConfigError
 
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -42,6 +44,10 @@ RESOURCE_KEYS = {"cpus": (int, float), "gpus": (int, float), "retries": int, "se
 # What a resumed run may change (DESIGN §9): its length. A finished run with a longer length in
 # the spec is resumed to that length.
 LENGTH_FIELD = {"train": "epochs", "online dqn": "steps", "online sac": "steps"}
+# Runs one spec may expand to: the paper's largest grid is 64 runs; a cross of a million (three
+# axes of 100 values) would spend minutes validating before anything runs, so it is refused by its
+# size before it is expanded.
+MAX_RUNS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +121,9 @@ def load_spec(path: Path) -> SweepSpec:
         raise ConfigError(f"{path}: no such sweep spec") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a directory, expected a sweep spec (.toml)") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError) as err:
+        # ValueError: TOMLDecodeError, and an integer literal past int()'s 4300 digits, which
+        # tomllib lets through as it is.
         raise ConfigError(f"{path}: not valid TOML ({err})") from None
     where = str(path)
     unknown = sorted(set(raw) - set(TOP_LEVEL))
@@ -128,10 +136,14 @@ def load_spec(path: Path) -> SweepSpec:
     if not isinstance(board, str) or not board.endswith(".csv"):
         raise ConfigError(f"{where}: board must be a .csv file name, got {board!r}")
     try:
-        placeholders = [name for _, name, _, _ in string.Formatter().parse(board) if name is not None]
+        placeholders = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(board)]
     except ValueError as err:
         raise ConfigError(f"{where}: board {board!r}: {err}") from None
-    if any(not name.isidentifier() for name in placeholders):
+    # Only bare {field}: values are filled in as slugs (strings), so a format spec ({T:d}) or a
+    # conversion ({T!x}) would fail, or name another field ({T:{K}}), only once the grid expands.
+    if any(
+        name is not None and (not name.isidentifier() or spec or conversion) for name, spec, conversion in placeholders
+    ):
         raise ConfigError(f"{where}: board {board!r}: a placeholder must be a field name, like {{T}}")
     allow_new_env = raw.get("allow_new_env", True)
     if not isinstance(allow_new_env, bool):
@@ -170,8 +182,10 @@ def _resources(where: str, raw: Any) -> Resources:
         kinds = RESOURCE_KEYS.get(key)
         if kinds is None:
             raise ConfigError(f"{where}: [resources] {key}: unknown key (known: {', '.join(RESOURCE_KEYS)})")
-        if isinstance(value, bool) or not isinstance(value, kinds) or value < 0:
-            raise ConfigError(f"{where}: [resources] {key}: must be a non-negative number, got {value!r}")
+        # Compared, never converted: NaN fails both bounds, and an integer past float range
+        # (gpus = 1 followed by 400 zeros) would overflow float().
+        if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**31:
+            raise ConfigError(f"{where}: [resources] {key}: must be a non-negative number below 2**31, got {value!r}")
     resources = Resources(**table)
     if resources.cpus <= 0 and resources.gpus <= 0:
         raise ConfigError(f"{where}: [resources] a run must reserve some cpus or gpus")
@@ -229,7 +243,10 @@ def _coerce(where: str, key: str, field: dataclasses.Field, kind: Any, value: An
                 raise ConfigError(f"{where}: {key}: {err}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(wrong)
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer past float range (lr = 1 followed by 400 zeros)
+            raise ConfigError(f"{wrong} (too large for a float)") from None
     elif kind is str:
         if isinstance(value, int) and not isinstance(value, bool):
             value = str(value)  # seeds = 3, mlp_hidden = 50
@@ -326,6 +343,9 @@ def expand(spec: SweepSpec) -> list[RunPlan]:
             clash = sorted(set(fields) & set(fixed))
             if clash:
                 raise ConfigError(f"{where}: [grid] {axis}: {clash[0]} is also in [fixed]; set it in one place")
+    crossed = math.prod(len(entries) for _, entries in axes)
+    if crossed > MAX_RUNS:
+        raise ConfigError(f"{where}: [grid] crosses to {crossed} runs, more than {MAX_RUNS}; split the sweep")
     varying = [axis for axis, entries in axes if len(entries) > 1]
     plans: list[RunPlan] = []
     sources = {name: f"[fixed] {name}" for name in fixed}
@@ -344,8 +364,10 @@ def expand(spec: SweepSpec) -> list[RunPlan]:
             run_fields = dict(fields, **({"seeds": seeds} if seeds is not None else {}))
             name_parts = parts + ([f"seeds-{seeds}"] if seeds is not None and spec.resources.seeds_per_run else [])
             plans.append(_plan(spec, "_".join(name_parts) or "run", run_fields, sources))
-    names = [plan.name for plan in plans]
-    duplicate = next((n for n in names if names.count(n) > 1), None)
+            if len(plans) > MAX_RUNS:
+                raise ConfigError(f"{where}: [grid] and seeds_per_run make more than {MAX_RUNS} runs; split the sweep")
+    counts = collections.Counter(plan.name for plan in plans)
+    duplicate = next((name for name, count in counts.items() if count > 1), None)
     if duplicate:
         raise ConfigError(f"{where}: two runs would both be named {duplicate!r}; give the grid's table entries a name")
     return plans
@@ -356,7 +378,8 @@ def _seed_groups(where: str, spec: SweepSpec, fields: Mapping[str, Any]) -> Sequ
     per_run = spec.resources.seeds_per_run
     if not per_run:
         return [None]
-    seeds = parse_int_range(fields.get("seeds", "0"), f"{where}: seeds")
+    # Counted before they are listed: a run holds at most MAX_SEEDS seeds, a sweep MAX_RUNS runs.
+    seeds = parse_int_range(fields.get("seeds", "0"), f"{where}: seeds", MAX_RUNS * min(per_run, MAX_SEEDS))
     return [",".join(map(str, seeds[i : i + per_run])) for i in range(0, len(seeds), per_run)]
 
 
