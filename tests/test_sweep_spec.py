@@ -11,7 +11,7 @@ import pytest
 
 from offline_gitd.cli import build_parser, main
 from offline_gitd.errors import ConfigError
-from offline_gitd.sweeps.runner import is_complete
+from offline_gitd.sweeps.core import is_complete
 from offline_gitd.sweeps.spec import expand, load_spec
 from offline_gitd.sweeps.state import SweepPaths, write_state
 
