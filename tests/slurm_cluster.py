@@ -23,10 +23,23 @@ from types import TracebackType
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 START_TIMEOUT_S = 60.0
+# The daemons live in sbin, which a non-root PATH often lacks.
+SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 
 
-def installed() -> bool:
-    return all(shutil.which(name) for name in (*DAEMONS, "sbatch", "squeue", "scancel", "scontrol"))
+def _which(name: str) -> str | None:
+    return shutil.which(name, path=SEARCH_PATH)
+
+
+def missing() -> str | None:
+    """Why this machine cannot run the cluster, or ``None``: the packages, and root (``slurmd``
+    starts each job's step as the job's user, which only root may do)."""
+    absent = [name for name in (*DAEMONS, "mungekey", "sbatch", "squeue", "scancel", "scontrol") if not _which(name)]
+    if absent:
+        return f"{', '.join(absent)} not installed (make slurm)"
+    if os.geteuid() != 0:
+        return "the local SLURM cluster runs its daemons as root (SlurmUser=root); run the tests as root"
+    return None
 
 
 def _free_port() -> int:
@@ -90,7 +103,7 @@ class LocalSlurm:
             (self.root / folder).mkdir()
         (self.root / "munge").chmod(0o711)  # munged refuses a socket folder others can write
         key = self.root / "munge" / "munge.key"
-        subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True, capture_output=True)
+        subprocess.run([_which("mungekey"), "--create", f"--keyfile={key}"], check=True, capture_output=True)
         key.chmod(0o600)
         self.conf.write_text(self._config())
         munge = self.root / "munge"
@@ -116,7 +129,10 @@ class LocalSlurm:
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         self.processes[name] = subprocess.Popen(
-            argv, env=self.env, stdout=subprocess.DEVNULL, stderr=(self.root / "log" / f"{name}.err").open("w")
+            [_which(argv[0]), *argv[1:]],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=(self.root / "log" / f"{name}.err").open("w"),
         )
 
     def _node_idle(self) -> bool:

@@ -268,18 +268,24 @@ def _submit(
         script = _write_array(sweep, options, layout, "collect", sweep_id, [("collect_dataset", e) for e in collect])
         array = sbatch(script, [])
         dependency = [array]
-        for i, entry in enumerate(collect):
-            submitted.append(Tracked(entry["name"], f"{array}_{i}", sweep_id, None))
+        submitted += [Tracked(entry["name"], f"{array}_{i}", sweep_id, None) for i, entry in enumerate(collect)]
+        _record(layout, jobs, submitted)
         table.line(f"submitted job array {array}: {len(collect)} datasets to collect if absent ({script})")
     grid = [("execute", run_entry(plan, sweep.paths, sweep_id, gpus)) for plan in submit]
     script = _write_array(sweep, options, layout, "grid", sweep_id, grid)
     array = sbatch(script, dependency)
     submitted += [Tracked(plan.name, f"{array}_{i}", sweep_id, plan) for i, plan in enumerate(submit)]
     after = f", after job {':'.join(dependency)}" if dependency else ""
-    table.line(f"submitted job array {array}: {len(submit)} runs{after} ({script})")
+    runs = f"{len(submit)} run" + "s" * (len(submit) != 1)
+    table.line(f"submitted job array {array}: {runs}{after} ({script})")
+    _record(layout, jobs, submitted)
+    return submitted
+
+
+def _record(layout: Layout, jobs: dict[str, Any], submitted: list[Tracked]) -> None:
+    """Note each submitted entry's job at once, so an interrupted pass never submits one twice."""
     jobs.update({t.name: {"job": t.job, "sweep_id": t.sweep_id} for t in submitted})
     write_state(layout.jobs, jobs)
-    return submitted
 
 
 def _write_array(
