@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install chromium slurm demo test test-slow test-tfds lint clean
+.PHONY: install chromium demo test test-slow test-tfds lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,7 @@ chromium:
 
 # SLURM and munge from Debian's packages, for the sweep's SLURM backend test (tests/test_sweep_slurm.py
 # starts its own one-node cluster on 127.0.0.1 from them; no system service is configured or used).
+.PHONY: slurm
 slurm:
 	test -x /usr/sbin/slurmctld -a -x /usr/sbin/slurmd -a -x /usr/sbin/munged -a -x /usr/bin/sbatch || \
 	  ($(SUDO) apt-get update && \
