@@ -171,10 +171,11 @@ def _slurm_command(argv: list[str]) -> str:
 
 def job_states(job_ids: list[str]) -> dict[str, str]:
     """Each known job's state (``123_4`` -> ``RUNNING``), ended ones included while SLURM keeps
-    them; a job SLURM no longer knows is absent."""
+    them (``MinJobAge``); a job SLURM no longer knows is absent. Only this user's jobs are listed:
+    the sweep's are among them, and a big cluster's whole queue is not."""
     if not job_ids:
         return {}
-    text = _slurm_command(["squeue", "--noheader", "--array", "--states=all", "--format=%i|%T"])
+    text = _slurm_command(["squeue", "--me", "--noheader", "--array", "--states=all", "--format=%i|%T"])
     states = dict(line.strip().split("|", 1) for line in text.splitlines() if "|" in line)
     return {job: states[job] for job in job_ids if job in states}
 
