@@ -22,6 +22,14 @@ chromium:
 	command -v chromium >/dev/null || ($(SUDO) apt-get update && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver)
 
+# SLURM and munge from Debian's packages, for the sweep's SLURM backend test (tests/sweeps/test_sweep_slurm.py
+# starts its own one-node cluster on 127.0.0.1 from them; no system service is configured or used).
+.PHONY: slurm
+slurm:
+	test -x /usr/sbin/slurmctld -a -x /usr/sbin/slurmd -a -x /usr/sbin/munged -a -x /usr/bin/sbatch || \
+	  ($(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends slurm-wlm munge)
+
 demo: install
 	$(BIN)/offline_gitd demo
 
@@ -29,7 +37,7 @@ demo: install
 PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile
 
 # The default run (all but `slow`): what CI runs.
-test: install chromium
+test: install chromium slurm
 	$(PYTEST)
 
 # The default run less what starts a Ray cluster, drives Chromium or trains end to end: the quick

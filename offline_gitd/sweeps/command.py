@@ -1,32 +1,39 @@
-"""``offline_gitd sweep``: a grid of runs from a TOML spec, on Ray (DESIGN §8)."""
+"""``offline_gitd sweep``: a grid of runs from a TOML spec, on Ray or SLURM (DESIGN §8)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
+
+SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d\d){0,2}")
 
 EXAMPLES = """examples:
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep --dry-run     (the table of runs, nothing run)
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (an embedded local Ray instance)
   offline_gitd sweep sweeps/atari_offline.toml --out /shared/runs/atari --address 10.0.0.1:6379
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (again: continues where it stopped)
+  offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --partition cpu --time 01:00:00
+  offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --dry-run   (the job scripts)
 
 A spec (see sweeps/*.toml) names the command (train, online dqn, online sac), [fixed] fields, a [grid]
 of fields whose lists are crossed, the board, [resources] per run, and for train [[collect]] datasets.
 Runs go to OUT/runs/NAME (named from the grid's varying fields), their output to OUT/logs/NAME.log,
 and every finished run is submitted once to the board (OUT/leaderboard.csv unless the spec says).
+With --backend slurm each run is an element of an sbatch job array (docs/sweeps-slurm.md): the driver
+may exit; running it again submits only what is neither done nor queued and collects what finished.
 """
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "sweep",
-        help="run a grid of train / online runs from a TOML spec, locally or on a Ray cluster",
+        help="run a grid of train / online runs from a TOML spec, locally, on a Ray cluster or on SLURM",
         description=(
             "Expand a sweep spec into runs, skip the complete ones, resume the interrupted ones from their "
             "checkpoints, schedule the rest as Ray tasks (an embedded local Ray instance, or the cluster at "
-            "--address), and submit every finished run to the sweep's board exactly once. A failed run is "
+            "--address) or as SLURM jobs (--backend slurm), and submit every finished run to the sweep's board exactly once. A failed run is "
             "reported with its run directory and the last line of its error and does not stop the others. "
             "Re-running the same command after a crash or Ctrl-C continues the sweep."
         ),
@@ -47,6 +54,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-parallel", type=int, default=None, help="at most N runs at a time (default: as resources allow)"
     )
     parser.add_argument(
+        "--backend",
+        choices=("ray", "slurm"),
+        default="ray",
+        help="ray (default): Ray tasks; slurm: one sbatch job array element per run",
+    )
+    slurm = parser.add_argument_group("SLURM (--backend slurm)")
+    slurm.add_argument("--partition", default=None, help="the partition the jobs run in (default: the cluster's)")
+    slurm.add_argument("--time", default=None, help="each job's time limit, HH:MM:SS or D-HH:MM:SS")
+    slurm.add_argument(
+        "--slurm-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other sbatch option for every job, without its --, e.g. account=rl or qos=low (repeatable)",
+    )
+    slurm.add_argument(
+        "--no-wait",
+        dest="wait",
+        action="store_false",
+        help="submit and exit; run the same command later to put finished runs on the board",
+    )
+    parser.add_argument(
         "--data-dir", default=None, help="data root for train and collect runs (overrides the spec's data_dir)"
     )
     parser.add_argument(
@@ -58,12 +87,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from offline_gitd.errors import UsageError
     from offline_gitd.output_paths import require_dir_if_present, require_dir_target
-    from offline_gitd.sweeps.runner import SweepOptions, plan_table, run_sweep
+    from offline_gitd.sweeps.core import plan_table
+    from offline_gitd.sweeps.runner import SweepOptions, run_sweep
     from offline_gitd.sweeps.spec import expand, load_spec
     from offline_gitd.sweeps.state import SweepPaths
 
     if args.max_parallel is not None and args.max_parallel < 1:
         raise UsageError(f"--max-parallel must be >= 1, got {args.max_parallel}")
+    slurm_flags = [flag for flag, value in (("--partition", args.partition), ("--time", args.time)) if value]
+    slurm_flags += ["--slurm-option"] * bool(args.slurm_option) + ["--no-wait"] * (not args.wait)
+    if args.backend == "ray" and slurm_flags:
+        raise UsageError(f"{slurm_flags[0]} is an option of --backend slurm")
+    if args.backend == "slurm" and args.address:
+        raise UsageError("--address joins a Ray cluster; --backend slurm submits with sbatch")
+    if args.time and not SLURM_TIME.fullmatch(args.time):
+        raise UsageError(f"--time must be HH:MM:SS, MM:SS, MINUTES or D-HH:MM:SS, got {args.time!r}")
     if args.out is not None:
         require_dir_target(args.out, "--out")
     if args.data_dir:
@@ -72,6 +110,22 @@ def handle(args: argparse.Namespace) -> int:
     if args.data_dir:
         spec = dataclasses.replace(spec, data_dir=args.data_dir)
     out = args.out or Path("runs") / args.spec.stem
+    if args.backend == "slurm":
+        from offline_gitd.sweeps.slurm import SlurmOptions, dry_run, run_slurm
+
+        options = SlurmOptions(
+            out=out,
+            partition=args.partition,
+            time=args.time,
+            options=tuple(args.slurm_option),
+            max_parallel=args.max_parallel,
+            wait=args.wait,
+        )
+        if args.dry_run:
+            dry_run(spec, options)
+            print(f"{len(expand(spec))} runs; nothing was submitted (--dry-run)")
+            return 0
+        return run_slurm(spec, options)
     if args.dry_run:
         plans = expand(spec)
         print(plan_table(spec, plans, SweepPaths(out.absolute())))

@@ -1,4 +1,4 @@
-"""Run a sweep on Ray: skip what is complete, schedule the rest, submit each finished run once.
+"""The Ray backend of ``offline_gitd sweep``: each run is one Ray task (the semantics are ``core.py``'s).
 
 Scheduling, resource accounting and retries are Ray's (DESIGN §8): every run is one Ray task
 declaring its CPUs and GPU fraction, retried by Ray when its worker or node is lost (the retry
@@ -12,9 +12,8 @@ Without ``--address`` the sweep starts an embedded local Ray instance (``ray.ini
 it joins that cluster. Run directories, logs, states and the board live under ``--out``, which
 on a cluster must be a path every node reaches (a shared filesystem).
 
-The board is written only here, by the driver, after a run is done; the run's state then records
-``submitted``. A crash between the two is harmless: submission skips rows already on the board
-(same run, seed and step), so every run's rows are on the board exactly once.
+Skipping complete runs, resuming started ones, submitting each finished run to its board once and
+the status lines are the sweep's own (``core.py``), shared with the SLURM backend.
 """
 
 from __future__ import annotations
@@ -30,12 +29,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from offline_gitd.errors import UsageError
-from offline_gitd.sweeps.spec import RunPlan, SweepSpec, expand
-from offline_gitd.sweeps.state import SweepPaths, read_state, update_state, write_state
+from offline_gitd.sweeps.core import (
+    Sweep,
+    collect_entries,
+    collect_line,
+    open_sweep,
+    record_outcome,
+    run_entry,
+    settle_complete,
+    show_running,
+    summary,
+)
+from offline_gitd.sweeps.spec import RunPlan, SweepSpec
 from offline_gitd.sweeps.status import StatusTable
 from offline_gitd.sweeps.task import collect_dataset, execute
 
-SWEEP_FILE = "sweep.json"
 POLL_SECONDS = 1.0
 
 
@@ -44,54 +52,6 @@ class SweepOptions:
     out: Path
     address: str | None = None
     max_parallel: int | None = None
-
-
-def board_path(plan: RunPlan, out: Path) -> Path:
-    board = Path(plan.board)
-    return board if board.is_absolute() else out / board
-
-
-def boards_text(plans: list[RunPlan], out: Path) -> str:
-    boards = sorted({str(board_path(plan, out)) for plan in plans})
-    return f"board {boards[0]}" if len(boards) == 1 else f"{len(boards)} boards in {Path(boards[0]).parent}"
-
-
-def is_complete(paths: SweepPaths, plan: RunPlan) -> bool:
-    """Done under exactly this command line (a changed spec makes a run due again)."""
-    state = read_state(paths.state(plan.name))
-    return state.get("status") == "done" and state.get("argv") == list(plan.argv)
-
-
-def plan_table(spec: SweepSpec, plans: list[RunPlan], paths: SweepPaths) -> str:
-    """``--dry-run``'s table: each run, what the sweep would do with it, and its command."""
-    rows = []
-    for plan in plans:
-        if is_complete(paths, plan):
-            action = "done (skip)"
-        elif (paths.run_dir(plan.name) / "config.json").exists():
-            action = "resume"
-        else:
-            action = "new"
-        rows.append((plan.name, action, "offline_gitd " + " ".join(plan.command_line(paths.run_dir(plan.name), False))))
-    width = max(len(name) for name, _, _ in rows)
-    lines = [f"{'run':<{width}}  {'action':<11}  command", f"{'-' * width}  {'-' * 11}  -------"]
-    lines += [f"{name:<{width}}  {action:<11}  {command}" for name, action, command in rows]
-    lines += ["", f"results go to {boards_text(plans, paths.root)}"]
-    if spec.collect:
-        lines += [
-            f"collect first (if absent): offline_gitd {' '.join(step.argv(spec.data_dir))}" for step in spec.collect
-        ]
-    return "\n".join(lines)
-
-
-def submit_run(spec: SweepSpec, paths: SweepPaths, plan: RunPlan) -> int:
-    """Put a finished run's rows on its board (only those not already there); record it."""
-    from offline_gitd.leaderboard.submit import submit
-
-    run_dir = paths.run_dir(plan.name)
-    report = submit([run_dir], board_path(plan, paths.root), spec.allow_new_env, skip_existing=True)
-    update_state(paths.state(plan.name), submitted=True, rows=report.added[run_dir])
-    return report.added[run_dir]
 
 
 def _check_reachable(address: str) -> None:
@@ -166,82 +126,43 @@ def _check_resources(ray: Any, spec: SweepSpec) -> None:
 def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = None) -> int:
     """Run every incomplete run of ``spec``; returns 0 when all are done, 1 if any failed."""
     stream = stream or sys.stdout
-    plans = expand(spec)
     if options.address:
         _check_reachable(options.address)  # before the sweep folder exists: a refusal leaves nothing
-    out = options.out.absolute()
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {options.out}: exists and is not a directory")
-    parents = {board_path(plan, out).parent for plan in plans}
-    missing = sorted(str(parent) for parent in parents if parent != out and not parent.is_dir())
-    if missing:
-        raise UsageError(f"{missing[0]}: the board's directory does not exist; create it or change the spec's board")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = SweepPaths(out)
-    boards = boards_text(plans, out)
+    sweep = open_sweep(spec, options.out)
     sweep_id = uuid.uuid4().hex[:12]
-    write_state(
-        out / SWEEP_FILE,
-        {"spec": str(spec.path), "spec_text": spec.path.read_text(), "runs": {p.name: list(p.argv) for p in plans}},
-    )
-    table = StatusTable([plan.name for plan in plans], stream)
-    todo = []
-    for plan in plans:
-        if is_complete(paths, plan):
-            if not read_state(paths.state(plan.name)).get("submitted"):
-                submit_run(spec, paths, plan)
-            table.state[plan.name] = "done"
-        else:
-            todo.append(plan)
-    print(
-        f"sweep {spec.path}: {len(plans)} runs, {len(plans) - len(todo)} already done, {len(todo)} to run; "
-        f"runs in {paths.root / 'runs'}, {boards}",
-        file=stream,
-        flush=True,
-    )
+    table = StatusTable([plan.name for plan in sweep.plans], stream)
+    todo = settle_complete(sweep, table, stream)
     if not todo:
-        print(f"nothing to do: every run is done and on its board ({boards})", file=stream)
         return 0
     ray = _init_ray(options.address)
     try:
         _check_resources(ray, spec)
         where = options.address or "an embedded local Ray instance"
         print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
-        if not _collect(ray, spec, paths, sweep_id, table):
+        if not _collect(ray, sweep, sweep_id, table):
             return 1
-        failures = _run_grid(ray, spec, todo, paths, sweep_id, options.max_parallel, table)
+        failures = _run_grid(ray, sweep, todo, sweep_id, options.max_parallel, table)
     except KeyboardInterrupt:
         table.close()
-        print(f"interrupted; run the same command again to continue the sweep in {out}", file=sys.stderr)
+        print(f"interrupted; run the same command again to continue the sweep in {sweep.paths.root}", file=sys.stderr)
         return 130
     finally:
         ray.shutdown()
-    table.close()
-    done = sum(state == "done" for state in table.state.values())
-    print(f"sweep finished: {done}/{len(plans)} done, {len(failures)} failed; {boards}", file=stream)
-    for name, error in failures:
-        print(f"  failed: {paths.run_dir(name)}: {error} (log: {paths.log(name)})", file=stream)
-    return 1 if failures else 0
+    return summary(sweep, table, failures, stream)
 
 
-def _collect(ray: Any, spec: SweepSpec, paths: SweepPaths, sweep_id: str, table: StatusTable) -> bool:
+def _collect(ray: Any, sweep: Sweep, sweep_id: str, table: StatusTable) -> bool:
     """Record the datasets the grid trains on (in parallel, each skipped where already local)."""
-    if not spec.collect:
-        return True
-    task = ray.remote(num_cpus=1, max_retries=spec.resources.retries, max_calls=1)(collect_dataset)
+    task = ray.remote(num_cpus=1, max_retries=sweep.spec.resources.retries, max_calls=1)(collect_dataset)
     refs = {}
-    for step in spec.collect:
-        name = "collect-" + step.out.replace("/", "-")
-        refs[task.remote(name, step.argv(spec.data_dir), str(paths.root), sweep_id, step.out, spec.data_dir)] = name
+    for entry, step in zip(collect_entries(sweep.spec, sweep.paths, sweep_id), sweep.spec.collect, strict=True):
+        refs[task.remote(**entry)] = entry
         table.line(f"collecting {step.out} ({step.steps} steps of {step.env}) if absent")
     ok = True
-    for ref, name in refs.items():
-        outcome = _outcome(ray, ref, name)
-        if outcome["status"] != "done":
-            ok = False
-            table.line(f"failed   {name}: {outcome['error']} (log: {paths.log(name)})")
-        else:
-            table.line(f"dataset ready: {name}{' (already local)' if outcome.get('cached') else ''}")
+    for ref, entry in refs.items():
+        outcome = _outcome(ray, ref, entry["name"])
+        ok = ok and outcome["status"] == "done"
+        table.line(collect_line(entry, outcome, sweep.paths))
     return ok
 
 
@@ -255,15 +176,9 @@ def _outcome(ray: Any, ref: Any, name: str) -> dict[str, Any]:
 
 
 def _run_grid(
-    ray: Any,
-    spec: SweepSpec,
-    todo: list[RunPlan],
-    paths: SweepPaths,
-    sweep_id: str,
-    max_parallel: int | None,
-    table: StatusTable,
+    ray: Any, sweep: Sweep, todo: list[RunPlan], sweep_id: str, max_parallel: int | None, table: StatusTable
 ) -> list[tuple[str, str]]:
-    resources = spec.resources
+    resources = sweep.spec.resources
     task = ray.remote(
         num_cpus=resources.cpus,
         num_gpus=resources.gpus,
@@ -278,27 +193,13 @@ def _run_grid(
         while pending or inflight:
             while pending and (max_parallel is None or len(inflight) < max_parallel):
                 plan = pending.popleft()
-                ref = task.remote(plan.name, list(plan.argv), str(paths.root), sweep_id, resources.gpus, True)
-                inflight[ref] = plan
+                inflight[task.remote(**run_entry(plan, sweep.paths, sweep_id, resources.gpus))] = plan
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_SECONDS)
             for plan in inflight.values():
-                state = read_state(paths.state(plan.name))
-                if state.get("sweep_id") == sweep_id and state.get("status") == "running":
-                    attempt = state.get("attempt", 1)
-                    table.set(plan.name, "running", f"(attempt {attempt})" if attempt > 1 else "")
+                show_running(sweep, plan, sweep_id, table)
             for ref in ready:
                 plan = inflight.pop(ref)
-                outcome = _outcome(ray, ref, plan.name)
-                if outcome["status"] == "done":
-                    try:
-                        rows = submit_run(spec, paths, plan)
-                    except UsageError as err:  # e.g. a run with --eval-episodes 0 has no rows
-                        outcome = {"status": "failed", "error": f"finished, but not on the board: {err}"}
-                    else:
-                        table.set(plan.name, "done", f"{outcome.get('seconds', 0):.0f}s, {rows} rows on the board")
-                if outcome["status"] != "done":
-                    failures.append((plan.name, outcome["error"]))
-                    table.set(plan.name, "failed", f"{outcome['error']} (log: {paths.log(plan.name)})")
+                record_outcome(sweep, plan, _outcome(ray, ref, plan.name), table, failures)
     except BaseException:
         for ref in inflight:
             ray.cancel(ref, force=True)

@@ -1,4 +1,8 @@
-"""What one Ray task does on whichever node runs it: one command line of the sweep (DESIGN §8).
+"""What one sweep entry does on whichever node runs it: one command line of the sweep (DESIGN §8).
+
+The same call for every backend: a Ray task calls :func:`execute` (or :func:`collect_dataset`)
+directly, a SLURM job runs ``python -m offline_gitd.sweeps.task ENTRY.json``, whose JSON holds
+that call's arguments (``core.run_entry``, ``core.collect_entries``).
 
 A run is a function of its config (DESIGN §5), so the task is the command a user would type,
 parsed by the package's own parser and run in-process: ``train ... --out RUN_DIR`` for a new run,
@@ -7,15 +11,18 @@ lost worker, or a sweep re-run after a crash), so a run continues from its own c
 
 The task records its state (running, then done or failed) beside the run and sends the run's
 output to ``logs/NAME.log``; a failure becomes a returned outcome with the last line of its
-error, never an exception, so Ray retries only what it should: a task whose worker or node died.
-Nothing here imports JAX at module level: the device settings must be in place before it loads.
+error, never an exception, so Ray retries only what it should: a task whose worker or node died
+(and SLURM requeues only a job whose node failed or that was preempted). Nothing here imports JAX at module level: the device settings must be in place before it loads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
+import socket
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -41,11 +48,12 @@ def _last_line(text: str) -> str:
 
 
 def _node_id() -> str:
-    import ray
-
-    if not ray.is_initialized():  # a direct call outside Ray: asking would start a Ray instance
-        return "local"
-    return ray.get_runtime_context().get_node_id()
+    """Ray's node id inside a Ray task; otherwise (a SLURM job, a direct call) the node's name.
+    Asking Ray outside a Ray task would start a Ray instance."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return ray.get_runtime_context().get_node_id()
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def run_command(argv: list[str], log: Path) -> str | None:
@@ -124,6 +132,28 @@ def collect_dataset(
 
     use_minari_root(data_dir)
     if dataset_id in minari.list_local_datasets():
-        update_state(SweepPaths(Path(root)).state(name), name=name, status="done", argv=list(argv), error=None)
+        state = SweepPaths(Path(root)).state(name)
+        update_state(state, name=name, status="done", sweep_id=sweep_id, argv=list(argv), error=None)
         return {"name": name, "status": "done", "error": None, "seconds": 0.0, "attempt": 1, "cached": True}
     return execute(name, argv, root, sweep_id, 0, resumable=False)
+
+
+ENTRY_POINTS = {"execute": execute, "collect_dataset": collect_dataset}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m offline_gitd.sweeps.task ENTRY.json``: run the entry the JSON describes
+    (``{"call": "execute" | "collect_dataset", "args": {...}}``); exit 0 when it is done, 1 when
+    it failed (its state and log say why)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m offline_gitd.sweeps.task ENTRY.json", file=sys.stderr)
+        return 2
+    entry = json.loads(Path(argv[0]).read_text())
+    outcome = ENTRY_POINTS[entry["call"]](**entry["args"])
+    print(json.dumps(outcome), flush=True)
+    return 0 if outcome["status"] == "done" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

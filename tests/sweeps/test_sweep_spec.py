@@ -10,7 +10,7 @@ import pytest
 
 from offline_gitd.cli import build_parser, main
 from offline_gitd.errors import ConfigError
-from offline_gitd.sweeps.runner import is_complete
+from offline_gitd.sweeps.core import is_complete
 from offline_gitd.sweeps.spec import expand, load_spec
 from offline_gitd.sweeps.state import SweepPaths, write_state
 from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
@@ -51,6 +51,19 @@ def test_gym_ablation_is_the_papers_grid_with_one_board_per_setting() -> None:
     assert boards == {f"board-data{f}-T{t}.csv" for f in ("0.1", "1") for t in (10, 1000)}
     for board in boards:  # a board never pools two settings
         assert len({(p.fields["T"], p.fields["fraction"]) for p in plans if p.board == board}) == 1
+
+
+def test_reduced_gym_spec_is_the_ablations_grid_at_a_smaller_size() -> None:
+    """tests/sweeps/specs/gym_offline_reduced.toml (the SLURM backend's whole-grid run) has the same runs
+    and boards as the shipped ablation; only sizes (steps, seeds, epochs) differ."""
+    full = expand(load_spec(SWEEPS / "gym_offline.toml"))
+    reduced = expand(load_spec(Path(__file__).parent / "specs" / "gym_offline_reduced.toml"))
+    assert [(p.name, p.board) for p in reduced] == [(p.name, p.board) for p in full]
+    sizes = {"dataset", "seeds", "epochs", "steps_per_epoch", "eval_episodes", "horizon"}
+    for small, paper in zip(reduced, full, strict=True):
+        assert {k: v for k, v in small.fields.items() if k not in sizes} == {
+            k: v for k, v in paper.fields.items() if k not in sizes
+        }
 
 
 def test_atari_specs_name_ten_games_and_four_critics() -> None:
