@@ -111,8 +111,11 @@ def write_sealed_arrays(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapp
     line, atomically; the file is read back and checked before it replaces the previous one."""
     if _META in arrays or any(not name or "/" in name for name in arrays):
         raise ValueError(f"array names must be non-empty, without '/', and not {_META!r}")
+    arrays = {name: np.asarray(value) for name, value in arrays.items()}
+    if any(value.dtype.hasobject for value in arrays.values()):
+        raise ValueError("a sealed archive holds plain arrays only, not Python objects")
     document = np.frombuffer(json.dumps(meta, sort_keys=True, allow_nan=True).encode(), np.uint8)
-    _write_sealed(path, lambda f: np.savez(f, **{_META: document}, **{k: np.asarray(v) for k, v in arrays.items()}))
+    _write_sealed(path, lambda f: np.savez(f, allow_pickle=False, **{_META: document}, **arrays))
 
 
 def _write_sealed(path: Path, write_payload: Any) -> None:
@@ -196,7 +199,8 @@ def read_sealed_arrays(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any
     except FileNotFoundError:
         raise DamagedFile(f"{path} is missing") from None
     except (zipfile.BadZipFile, ValueError, EOFError, OSError, KeyError) as err:
-        raise DamagedFile(f"{path} is not a readable archive ({type(err).__name__})") from None
+        reason = (str(err).strip().splitlines() or [""])[0][:200]
+        raise DamagedFile(f"{path} is not a readable archive ({type(err).__name__}: {reason})") from None
     document = arrays.pop(_META, None)
     if document is None or document.dtype != np.uint8 or document.ndim != 1:
         raise DamagedFile(f"{path} has no {_META}")
