@@ -291,3 +291,28 @@ def test_the_archive_reader_refuses_damage_in_one_line(tmp_path) -> None:
     path.write_bytes(b"PK\x03\x04 not sealed")
     with pytest.raises(DamagedFile, match="is not a sealed archive"):
         read_sealed_arrays(path)
+
+
+# -- datasets ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["entry_point", "wrapper"])
+def test_a_dataset_naming_foreign_code_for_its_env_is_refused(made, runs, monkeypatch, capsys, where) -> None:
+    """A Minari dataset's env spec names the callable ``recover_environment`` imports and calls:
+    one naming ``subprocess:getoutput`` would run a shell command at evaluation."""
+    marker = runs / "marker"
+    shutil.copytree(made / "minari", runs / "minari")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(runs / "minari"))
+    path = runs / "minari" / DATASET / "data" / "metadata.json"
+    metadata = json.loads(path.read_text())
+    spec = json.loads(metadata["env_spec"])
+    hostile = {"name": "Run", "entry_point": "subprocess:getoutput", "kwargs": {"cmd": f"touch {marker}"}}
+    if where == "entry_point":
+        spec.update(entry_point=hostile["entry_point"], kwargs=hostile["kwargs"])
+    else:
+        spec["additional_wrappers"] = [hostile]
+    metadata["env_spec"] = json.dumps(spec)
+    path.write_text(json.dumps(metadata))
+    err = one_line_error(capsys, READERS["evaluate"](runs))
+    assert "refusing to run" in err and "subprocess:getoutput" in err
+    assert not marker.exists()
