@@ -42,8 +42,13 @@ STATUSES: tuple[Status, ...] = ("fetched", "skipped", "failed")
 class RetryPolicy:
     """How hard to try: back-off doubles from ``base_delay`` up to ``max_delay``.
 
-    ``attempts`` counts consecutive attempts that made no progress; an attempt that received bytes
-    resets the count, so a flaky link can still finish a GB file it resumes many times.
+    ``attempts`` counts consecutive attempts that made no *real* progress. An attempt makes real
+    progress when the bytes received since the last one that did, over the wall time since then
+    (attempts, stalls and back-off included), reach ``min_rate``: a flaky link that delivers a
+    burst and drops can still finish a GB file it resumes many times, while a server that sends a
+    few bytes and stalls, again on every ``Range`` request, runs out of attempts. So every wait
+    is bounded by default (docs/bounds.md#downloads): without real progress a shard gives up
+    within :meth:`stall_bound` seconds (about 15 minutes with these defaults), keeping its ``.part``.
     """
 
     attempts: int = 5
@@ -59,6 +64,17 @@ class RetryPolicy:
     def delay(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
         return min(self.max_delay, self.base_delay * 2 ** (failures - 1))
+
+    def attempt_bound(self) -> float:
+        """The longest one attempt can last: the connection and headers (one ``timeout``), a body
+        kept alive by a trickle until the rate window closes, and one more silent read."""
+        return self.timeout + self.rate_window + self.timeout
+
+    def stall_bound(self) -> float:
+        """Seconds after which a shard that makes no real progress has given up, at the latest:
+        ``attempts`` attempts and the back-off between them (capped by ``deadline`` if set)."""
+        bound = self.attempts * self.attempt_bound() + sum(self.delay(k) for k in range(1, self.attempts))
+        return bound if self.deadline is None else min(bound, self.deadline + self.attempt_bound())
 
 
 @dataclass(frozen=True)
@@ -158,6 +174,10 @@ class _ShardDownload:
         self.shown_total = 0
         self.shown_done = 0
         self.started = time.monotonic()
+        # Real progress is judged from here: the last time an attempt was credited with it.
+        self.credit_time = self.started
+        self.credit_bytes = 0
+        self.received_total = 0
 
     def past_deadline(self) -> bool:
         return self.policy.deadline is not None and time.monotonic() - self.started > self.policy.deadline
@@ -210,6 +230,7 @@ class _ShardDownload:
                     except OSError as err:  # disk full, permissions: retrying will not help
                         raise _FatalError(f"cannot write {part}: {err.strerror}") from err
                     received += len(chunk)
+                    self.received_total += len(chunk)
                     self._show(self.shown_total, self.shown_done + len(chunk))
                     rate.add(len(chunk))
                     if self.past_deadline():
@@ -222,12 +243,21 @@ class _ShardDownload:
             raise _TransientError(f"connection closed after {offset + received} of {checks.size} bytes")
         return checks
 
+    def real_progress(self) -> bool:
+        """Whether the bytes since the last credited attempt, over the time since then, reach
+        ``min_rate``; if so the credit moves to now. A few bytes per connection do not."""
+        now = time.monotonic()
+        got = self.received_total - self.credit_bytes
+        if got <= 0 or got < self.policy.min_rate * (now - self.credit_time):
+            return False
+        self.credit_time, self.credit_bytes = now, self.received_total
+        return True
+
     def run(self, sleep: Callable[[float], None]) -> ServerChecks:
         """Retry ``transfer`` with back-off until the ``.part`` holds the whole object."""
         part = self.task.part
         failures = 0
         while True:
-            before = part.stat().st_size if part.exists() else 0
             try:
                 return self.transfer()
             except _RestartError as err:
@@ -236,10 +266,13 @@ class _ShardDownload:
                 self._show(self.shown_total, 0)
                 failures, error = failures + 1, f"could not resume: {err}"
             except _TransientError as err:
-                progressed = part.exists() and part.stat().st_size > before and not isinstance(err, _TooSlowError)
+                progressed = self.real_progress() and not isinstance(err, _TooSlowError)
                 failures, error = (1 if progressed else failures + 1), str(err)
             if failures >= self.policy.attempts:
-                raise _FatalError(f"gave up after {failures} attempts: {error}")
+                raise _FatalError(
+                    f"gave up after {failures} attempts without real progress (--min-rate "
+                    f"{self.policy.min_rate:g} B/s): {error}; the partial download is kept for the next fetch"
+                )
             if self.past_deadline():
                 raise _FatalError(f"not complete within --deadline {self.policy.deadline:g} s: {error}")
             sleep(self.policy.delay(failures))
