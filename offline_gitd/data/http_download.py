@@ -1,10 +1,16 @@
-"""Download one shard over HTTP(S) safely: ``Range`` resume, retry with back-off, a minimum rate.
+"""Download one shard over HTTP(S) safely: ``Range`` resume, retry with back-off, a minimum rate,
+and an ordered list of sources (the bucket, then its mirrors) tried in turn.
 
 Invariants: bytes arrive in ``NAME.part`` (kept across failures, resumed with ``Range``); only a
 file verified against the server and the run's lock file (:mod:`~offline_gitd.data.shard_verification`,
 :mod:`~offline_gitd.data.lock_book`) is renamed to its final name, so a final name always holds a
 whole, verified shard; a bad download is deleted, never left in place (docs/datasets.md). Only the
 standard library talks HTTP, so a mirror needs nothing but a static file server that honours ``Range``.
+
+Mirrors are trusted for nothing: the first source that answers fixes what the object is (its size
+and hashes), a later source describing another object is refused before any of its bytes are kept,
+and every finished file, wherever its bytes came from, is checked against those hashes and the lock
+book; a source whose bytes fail is named in the one line that refuses it (docs/datasets.md).
 """
 
 from __future__ import annotations
@@ -79,11 +85,17 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class ShardTask:
-    """One file to fetch: its bucket file name, URL and final path."""
+    """One file to fetch: its bucket file name, URL, final path, and the mirrors' URLs of the
+    same object, tried in order when the ones before fail."""
 
     name: str
     url: str
     dest: Path
+    fallbacks: tuple[str, ...] = ()
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return (self.url, *self.fallbacks)
 
     @property
     def part(self) -> Path:
@@ -119,6 +131,10 @@ class _RestartError(Exception):
 
 class _FatalError(Exception):
     """A failure retrying will not fix (404, 403, ...)."""
+
+
+class _OtherObjectError(_FatalError):
+    """A source describes another object than the first source did: it is refused."""
 
 
 class _TooSlowError(_TransientError):
@@ -164,16 +180,21 @@ class _ShardDownload:
         progress: Progress,
         opener: Opener,
         stop: threading.Event,
+        reference: ServerChecks | None = None,
+        started: float | None = None,
     ) -> None:
+        """``reference``: the first source's view of the object, when this is a later source;
+        ``started``: when the shard's first source began (``deadline`` covers all sources)."""
         self.task = task
+        self.reference = reference
         self.policy = policy
         self.progress = progress
         self.opener = opener
         self.stop = stop
-        self.known: ServerChecks | None = None
+        self.known: ServerChecks | None = reference
         self.shown_total = 0
         self.shown_done = 0
-        self.started = time.monotonic()
+        self.started = started if started is not None else time.monotonic()
         # Real progress is judged from here: the last time an attempt was credited with it.
         self.credit_time = self.started
         self.credit_bytes = 0
@@ -208,6 +229,8 @@ class _ShardDownload:
             else:
                 raise _FatalError(f"unexpected HTTP {status} for {self.task.url}")
             checks = server_checks(status, response.headers)
+            if self.reference is not None and not same_object(self.reference, checks):
+                raise _OtherObjectError(f"it describes another object than the first source ({_describe(checks)})")
             if self.known is not None and not same_object(self.known, checks):
                 raise _RestartError("the object changed on the server since the download began")
             self.known = self.known or checks
@@ -276,6 +299,11 @@ class _ShardDownload:
             if self.past_deadline():
                 raise _FatalError(f"not complete within --deadline {self.policy.deadline:g} s: {error}")
             sleep(self.policy.delay(failures))
+
+
+def _describe(checks: ServerChecks) -> str:
+    size = "size unknown" if checks.size is None else f"{checks.size} bytes"
+    return size + (f", md5 {checks.md5.hex()}" if checks.md5 is not None else "")
 
 
 class _RateCheck:
@@ -348,21 +376,42 @@ def _fetch_shard_locked(
         task.dest.unlink()
         repaired = f"local copy did not match {lock_name}, deleted it and downloaded again; "
 
-    download = _ShardDownload(task, policy, progress, opener, stop)
-    try:
-        checks = download.run(sleep)
-    except _FatalError as err:
-        return ShardOutcome(task.name, "failed", message=f"{repaired}{err}")
-    digests = hash_file(task.part)
-    problems = verification_problems(digests, checks, entry, lock_name)
-    if problems:
-        task.part.unlink()
-        return ShardOutcome(
-            task.name,
-            "failed",
-            message=f"{repaired}{'; '.join(problems)}: deleted the bad download, rerun to retry",
+    refused: list[str] = []  # one reason per source that gave no verified copy, naming it
+    reference: ServerChecks | None = None  # what the first source that answered says the object is
+    started = time.monotonic()
+    contributors = ["an earlier fetch"] if task.part.exists() and task.part.stat().st_size else []
+    for url in task.sources:
+        download = _ShardDownload(
+            ShardTask(task.name, url, task.dest), policy, progress, opener, stop, reference, started
         )
-    os.replace(task.part, task.dest)
-    if entry is None:
-        book.record(LockEntry(task.name, digests.size, digests.sha256))
-    return ShardOutcome(task.name, "fetched", digests.size, repaired.rstrip("; "))
+        try:
+            checks = download.run(sleep)
+        except _OtherObjectError as err:
+            refused.append(f"refused {url}: {err}")
+            continue
+        except _FatalError as err:
+            reference = reference or download.known
+            if task.part.exists() and task.part.stat().st_size and url not in contributors:
+                contributors.append(url)
+            refused.append(f"{url}: {err}")
+            if stop.is_set() or download.past_deadline():
+                break
+            continue
+        contributors.append(url)
+        reference = reference or checks
+        digests = hash_file(task.part)
+        problems = verification_problems(digests, reference, entry, lock_name)
+        if checks is not reference:
+            problems += verification_problems(digests, checks, None, lock_name)
+        if problems:
+            task.part.unlink()
+            refused.append(
+                f"refused the bytes of {', '.join(contributors)}: {'; '.join(problems)}: deleted the bad download"
+            )
+            contributors = []
+            continue
+        os.replace(task.part, task.dest)
+        book.record(LockEntry(task.name, digests.size, digests.sha256, source=url))
+        notes = [note for note in (repaired.rstrip("; "), *refused) if note]
+        return ShardOutcome(task.name, "fetched", digests.size, "; ".join(notes))
+    return ShardOutcome(task.name, "failed", message=f"{repaired}{'; '.join(refused)}, rerun to retry")

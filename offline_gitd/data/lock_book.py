@@ -33,6 +33,7 @@ class LockEntry:
     name: str
     size: int
     sha256: str
+    source: str = ""  # the URL its verified bytes came from ("" in lock files older than mirrors)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,9 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         return {
-            e["name"]: LockEntry(name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"]))
+            e["name"]: LockEntry(
+                name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"]), source=str(e.get("source", ""))
+            )
             for e in raw["shards"]
         }
     except (ValueError, KeyError, TypeError) as err:
