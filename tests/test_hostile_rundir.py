@@ -137,7 +137,10 @@ def test_an_older_runs_pickle_resumes_when_trusted(runs, capsys) -> None:
         write_sealed_pickle(archive.with_suffix(".pkl"), read_host_state(archive, cfg, info))
         archive.unlink()
     assert main(online_resume(run, "--trust-pickles")) == 0
-    assert sorted(p.name for p in (run / "host_state").iterdir()) == ["100.pkl", "150.npz"]  # the pair before is kept as it was
+    assert sorted(p.name for p in (run / "host_state").iterdir()) == [
+        "100.pkl",
+        "150.npz",
+    ]  # the pair before is kept as it was
 
 
 def _tamper_archive(path: Path, change) -> None:

@@ -19,12 +19,12 @@ import pytest
 from offline_gitd.cli import main
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.host_state import read_host_state
 from offline_gitd.online.loop import run_online
 from offline_gitd.online.schedules import epsilon_at, total_updates, updates_after_step, utd_fraction
 from offline_gitd.online.train import build_family, resolve_config, resume_config, train
 from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.lifecycle import TrainingDiverged
-from offline_gitd.online.host_state import read_host_state
 
 # One tiny network for every DQN test (same K, T, batch, seeds), so that the module's compilation
 # cache compiles its programs once.
