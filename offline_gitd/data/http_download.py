@@ -10,7 +10,7 @@ standard library talks HTTP, so a mirror needs nothing but a static file server 
 Mirrors are trusted for nothing: the first source that answers fixes what the object is (its size
 and hashes), a later source describing another object is refused before any of its bytes are kept,
 and every finished file, wherever its bytes came from, is checked against those hashes and the lock
-book; a source whose bytes fail is named in the one line that refuses it (docs/datasets.md).
+book; a source whose bytes fail is named in the one line that refuses it (docs/bounds.md#mirrors).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ class RluRegistry:
     default_layout: str
     layouts: Mapping[str, RluLayout]
     games: Mapping[str, Mapping[str, int]]
-    # Base URLs of mirrors of the bucket, tried in order after ``base_url`` (docs/datasets.md).
+    # Base URLs of mirrors of the bucket, tried in order after ``base_url`` (docs/bounds.md#mirrors).
     mirrors: tuple[str, ...] = ()
 
     def sources(self, base_urls: Sequence[str] = ()) -> tuple[str, ...]:
