@@ -28,7 +28,14 @@ import pandas as pd
 
 from offline_gitd.errors import UsageError
 from offline_gitd.rundir.checkpoints import Checkpoints
-from offline_gitd.rundir.files import CHECKPOINTS, CONFIG_FILE, METRICS_FILE, RESULTS_FILE, read_config
+from offline_gitd.rundir.files import (
+    CHECKPOINTS,
+    CONFIG_FILE,
+    METRICS_FILE,
+    RESULTS_FILE,
+    config_from_record,
+    read_config,
+)
 
 EPISODES_FILE = "episodes.csv"
 # Atari evaluation protocol (REFERENCE: offline evaluation epsilon 0.001), online runs included.
@@ -81,6 +88,7 @@ class Run:
             raise UsageError(f"{self.path} is not a run directory: no {CONFIG_FILE}")
         self.provenance = read_config(self.path)
         self.kind = "offline" if "dataset" in self.provenance["config"] else "online"
+        self.config  # noqa: B018 -- checked now: a malformed or absurd config is one line at load time
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, {self.kind}, env {self.provenance.get('env')})"
@@ -91,10 +99,10 @@ class Run:
         if self.kind == "offline":
             from offline_gitd.offline.config import OfflineConfig
 
-            return OfflineConfig(**self.provenance["config"])
+            return config_from_record(OfflineConfig, self.path, self.provenance["config"])
         from offline_gitd.online.config import OnlineConfig
 
-        return OnlineConfig(**self.provenance["config"])
+        return config_from_record(OnlineConfig, self.path, self.provenance["config"])
 
     @property
     def seeds(self) -> list[int]:

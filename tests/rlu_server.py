@@ -4,7 +4,8 @@ Serves files from a folder with the headers GCS sends (``x-goog-hash``,
 ``x-goog-stored-content-length``, ``Accept-Ranges``), honours ``Range: bytes=N-[M]`` with 206 and
 ``Content-Range``, and can misbehave on request so the fetcher's recovery paths run for real:
 drop the connection mid-body once, corrupt the body, answer an HTTP error once, ignore ranges,
-stall after some bytes once, trickle a few bytes at a time.
+stall after some bytes once or on every request, hang up after some bytes on every request,
+trickle a few bytes at a time, or be down (every request refused).
 It records every request it saw.
 """
 
@@ -44,6 +45,8 @@ class Misbehaviour:
     send_hashes: bool = True
     trickle: dict[str, tuple[int, float]] = field(default_factory=dict)  # path -> (bytes, every s)
     stall_once: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before hanging
+    stall_every: dict[str, int] = field(default_factory=dict)  # the same on every request, Range ones too
+    drop_every: dict[str, int] = field(default_factory=dict)  # path -> bytes sent before hanging up, each time
 
 
 def goog_hash(data: bytes) -> str:
@@ -114,6 +117,9 @@ class RluServer:
                     drop = self.path in server.misbehave.drop_once
                     server.misbehave.drop_once.discard(self.path)
                     stall = server.misbehave.stall_once.pop(self.path, None)
+                    if stall is None:
+                        stall = server.misbehave.stall_every.get(self.path)
+                    drop_after = server.misbehave.drop_every.get(self.path)
                     trickle = server.misbehave.trickle.get(self.path)
                 if error is not None:
                     self.send_error(error)
@@ -152,6 +158,11 @@ class RluServer:
                 if drop:
                     # Half the body, then hang up: the client sees a short read.
                     self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if drop_after is not None:
+                    self.wfile.write(body[:drop_after])
                     self.wfile.flush()
                     self.close_connection = True
                     return

@@ -66,7 +66,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="episodes (atari_episodes_ordered, default) or transitions (atari)",
     )
     rlu.add_argument("--data-dir", help=_DATA_DIR_HELP)
-    rlu.add_argument("--base-url", help="mirror of the bucket (default: the public HTTPS bucket)")
+    rlu.add_argument(
+        "--base-url",
+        action="append",
+        metavar="URL",
+        help="a source of the bucket's files; repeat it to give mirrors, tried in order when one is down or lacks "
+        "a shard, every byte checked against the lock file and the first source's hashes (default: the public "
+        "HTTPS bucket, then the registry's mirrors)",
+    )
     rlu.add_argument("--jobs", type=int, default=4, help="parallel downloads (default 4)")
     rlu.add_argument("--retries", type=int, default=5, help="attempts without progress per shard (default 5)")
     rlu.add_argument(
@@ -80,10 +87,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--min-rate",
         type=float,
         default=1024.0,
-        help="abandon an attempt slower than this many bytes/s over a minute, keeping its bytes (default 1024)",
+        help="real progress: attempts slower than this many bytes/s (over a minute within one, or since the last "
+        "good one across reconnects) count against --retries, their bytes kept (default 1024); with the "
+        "defaults a stalled source gives up within about 15 minutes (docs/bounds.md)",
     )
     rlu.add_argument(
-        "--deadline", type=float, default=None, help="give up on a shard after this many s (default: none)"
+        "--deadline",
+        type=float,
+        default=None,
+        help="give up on a shard after this many s, all sources together (default: none; --min-rate bounds stalls)",
     )
     rlu.set_defaults(func=_fetch_rlu_atari)
 
@@ -265,6 +277,8 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
 
     game, run = dataset.game, dataset.run
     lines = [f"{dataset}"]
+    if registry.mirrors:
+        lines.append(f"  sources  {registry.base_url}, then mirrors {', '.join(registry.mirrors)}")
     for layout in registry.layouts.values():
         n = registry.num_shards(game, layout.name)
         directory = rlu_raw_dir(root, layout.name, game)
@@ -287,7 +301,10 @@ def _rlu_info_lines(registry: RluRegistry, root: Path, dataset: RluAtariId) -> l
         name = registry.object_name(game, run, checkpoint, layout).rsplit("/", 1)[-1]
         if (checkpoint, False) in local:
             status = format_bytes(local[checkpoint, False].size)
-            status += ", in lock" if name in locked else ", not in lock"
+            entry = locked.get(name)
+            status += ", not in lock" if entry is None else ", in lock"
+            if entry is not None and entry.source:
+                status += f", from {entry.source}"
         elif (checkpoint, True) in local:
             status = f"partial {format_bytes(local[checkpoint, True].size)}"
         else:

@@ -8,6 +8,7 @@ keeping its first ``fraction`` of episodes; evaluation runs on ``recover_environ
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -159,7 +160,47 @@ def damaged_minari(dataset_id: str, root: Path, err: BaseException) -> UsageErro
     )
 
 
+def check_env_entry_points(dataset: Any) -> None:
+    """Refuse a Minari dataset whose env specs name code other than the registered env's.
+
+    ``recover_environment`` imports and calls the ``entry_point`` (and every wrapper's) that the
+    dataset's metadata names: a dataset from elsewhere could name ``subprocess:getoutput``. Only the
+    entry point gymnasium has registered for the spec's id, and gymnasium's own wrappers, are
+    accepted (docs/bounds.md#run-directories-are-data)."""
+    import gymnasium as gym
+
+    where = f"Minari dataset {dataset.id!r}"
+    specs = []
+    text = dataset.storage.metadata.get("eval_env_spec")
+    if text is not None:
+        try:
+            specs.append(json.loads(text))
+        except (TypeError, ValueError):
+            raise UsageError(f"{where} has a malformed eval_env_spec") from None
+    if dataset.env_spec is not None:
+        spec = dataset.env_spec
+        wrappers = [{"entry_point": w.entry_point} for w in spec.additional_wrappers]
+        specs.append({"id": spec.id, "entry_point": spec.entry_point, "additional_wrappers": wrappers})
+    for spec in specs:
+        env_id = spec.get("id") if isinstance(spec, dict) else None
+        if isinstance(env_id, str) and env_id.startswith("ALE/"):
+            import ale_py
+
+            gym.register_envs(ale_py)
+        registered = gym.registry.get(env_id) if isinstance(env_id, str) else None
+        if registered is None or spec.get("entry_point") != registered.entry_point:
+            raise UsageError(
+                f"{where} names env {env_id!r} with entry point {spec.get('entry_point')!r}, not the registered "
+                "one: refusing to run code a dataset names"
+            )
+        for wrapper in spec.get("additional_wrappers") or []:
+            entry = wrapper.get("entry_point") if isinstance(wrapper, dict) else None
+            if not isinstance(entry, str) or not entry.startswith("gymnasium.wrappers"):
+                raise UsageError(f"{where} wraps its env in {entry!r}, not a gymnasium wrapper: refusing to run it")
+
+
 def _minari_env(dataset: Any, **kwargs: Any) -> Any:
+    check_env_entry_points(dataset)
     try:
         return dataset.recover_environment(eval_env=True, **kwargs)
     except Exception as err:  # minari raises plain errors when the env spec cannot be rebuilt

@@ -1,10 +1,16 @@
-"""Download one shard over HTTP(S) safely: ``Range`` resume, retry with back-off, a minimum rate.
+"""Download one shard over HTTP(S) safely: ``Range`` resume, retry with back-off, a minimum rate,
+and an ordered list of sources (the bucket, then its mirrors) tried in turn.
 
 Invariants: bytes arrive in ``NAME.part`` (kept across failures, resumed with ``Range``); only a
 file verified against the server and the run's lock file (:mod:`~offline_gitd.data.shard_verification`,
 :mod:`~offline_gitd.data.lock_book`) is renamed to its final name, so a final name always holds a
 whole, verified shard; a bad download is deleted, never left in place (docs/datasets.md). Only the
 standard library talks HTTP, so a mirror needs nothing but a static file server that honours ``Range``.
+
+Mirrors are trusted for nothing: the first source that answers fixes what the object is (its size
+and hashes), a later source describing another object is refused before any of its bytes are kept,
+and every finished file, wherever its bytes came from, is checked against those hashes and the lock
+book; a source whose bytes fail is named in the one line that refuses it (docs/bounds.md#mirrors).
 """
 
 from __future__ import annotations
@@ -42,8 +48,13 @@ STATUSES: tuple[Status, ...] = ("fetched", "skipped", "failed")
 class RetryPolicy:
     """How hard to try: back-off doubles from ``base_delay`` up to ``max_delay``.
 
-    ``attempts`` counts consecutive attempts that made no progress; an attempt that received bytes
-    resets the count, so a flaky link can still finish a GB file it resumes many times.
+    ``attempts`` counts consecutive attempts that made no *real* progress. An attempt makes real
+    progress when the bytes received since the last one that did, over the wall time since then
+    (attempts, stalls and back-off included), reach ``min_rate``: a flaky link that delivers a
+    burst and drops can still finish a GB file it resumes many times, while a server that sends a
+    few bytes and stalls, again on every ``Range`` request, runs out of attempts. So every wait
+    is bounded by default (docs/bounds.md#downloads): without real progress a shard gives up
+    within :meth:`stall_bound` seconds (about 15 minutes with these defaults), keeping its ``.part``.
     """
 
     attempts: int = 5
@@ -60,14 +71,31 @@ class RetryPolicy:
         """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
         return min(self.max_delay, self.base_delay * 2 ** (failures - 1))
 
+    def attempt_bound(self) -> float:
+        """The longest one attempt can last: the connection and headers (one ``timeout``), a body
+        kept alive by a trickle until the rate window closes, and one more silent read."""
+        return self.timeout + self.rate_window + self.timeout
+
+    def stall_bound(self) -> float:
+        """Seconds after which a shard that makes no real progress has given up, at the latest:
+        ``attempts`` attempts and the back-off between them (capped by ``deadline`` if set)."""
+        bound = self.attempts * self.attempt_bound() + sum(self.delay(k) for k in range(1, self.attempts))
+        return bound if self.deadline is None else min(bound, self.deadline + self.attempt_bound())
+
 
 @dataclass(frozen=True)
 class ShardTask:
-    """One file to fetch: its bucket file name, URL and final path."""
+    """One file to fetch: its bucket file name, URL, final path, and the mirrors' URLs of the
+    same object, tried in order when the ones before fail."""
 
     name: str
     url: str
     dest: Path
+    fallbacks: tuple[str, ...] = ()
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return (self.url, *self.fallbacks)
 
     @property
     def part(self) -> Path:
@@ -103,6 +131,10 @@ class _RestartError(Exception):
 
 class _FatalError(Exception):
     """A failure retrying will not fix (404, 403, ...)."""
+
+
+class _OtherObjectError(_FatalError):
+    """A source describes another object than the first source did: it is refused."""
 
 
 class _TooSlowError(_TransientError):
@@ -148,16 +180,25 @@ class _ShardDownload:
         progress: Progress,
         opener: Opener,
         stop: threading.Event,
+        reference: ServerChecks | None = None,
+        started: float | None = None,
     ) -> None:
+        """``reference``: the first source's view of the object, when this is a later source;
+        ``started``: when the shard's first source began (``deadline`` covers all sources)."""
         self.task = task
+        self.reference = reference
         self.policy = policy
         self.progress = progress
         self.opener = opener
         self.stop = stop
-        self.known: ServerChecks | None = None
+        self.known: ServerChecks | None = reference
         self.shown_total = 0
         self.shown_done = 0
-        self.started = time.monotonic()
+        self.started = started if started is not None else time.monotonic()
+        # Real progress is judged from here: the last time an attempt was credited with it.
+        self.credit_time = self.started
+        self.credit_bytes = 0
+        self.received_total = 0
 
     def past_deadline(self) -> bool:
         return self.policy.deadline is not None and time.monotonic() - self.started > self.policy.deadline
@@ -188,6 +229,8 @@ class _ShardDownload:
             else:
                 raise _FatalError(f"unexpected HTTP {status} for {self.task.url}")
             checks = server_checks(status, response.headers)
+            if self.reference is not None and not same_object(self.reference, checks):
+                raise _OtherObjectError(f"it describes another object than the first source ({_describe(checks)})")
             if self.known is not None and not same_object(self.known, checks):
                 raise _RestartError("the object changed on the server since the download began")
             self.known = self.known or checks
@@ -210,6 +253,7 @@ class _ShardDownload:
                     except OSError as err:  # disk full, permissions: retrying will not help
                         raise _FatalError(f"cannot write {part}: {err.strerror}") from err
                     received += len(chunk)
+                    self.received_total += len(chunk)
                     self._show(self.shown_total, self.shown_done + len(chunk))
                     rate.add(len(chunk))
                     if self.past_deadline():
@@ -222,12 +266,21 @@ class _ShardDownload:
             raise _TransientError(f"connection closed after {offset + received} of {checks.size} bytes")
         return checks
 
+    def real_progress(self) -> bool:
+        """Whether the bytes since the last credited attempt, over the time since then, reach
+        ``min_rate``; if so the credit moves to now. A few bytes per connection do not."""
+        now = time.monotonic()
+        got = self.received_total - self.credit_bytes
+        if got <= 0 or got < self.policy.min_rate * (now - self.credit_time):
+            return False
+        self.credit_time, self.credit_bytes = now, self.received_total
+        return True
+
     def run(self, sleep: Callable[[float], None]) -> ServerChecks:
         """Retry ``transfer`` with back-off until the ``.part`` holds the whole object."""
         part = self.task.part
         failures = 0
         while True:
-            before = part.stat().st_size if part.exists() else 0
             try:
                 return self.transfer()
             except _RestartError as err:
@@ -236,13 +289,21 @@ class _ShardDownload:
                 self._show(self.shown_total, 0)
                 failures, error = failures + 1, f"could not resume: {err}"
             except _TransientError as err:
-                progressed = part.exists() and part.stat().st_size > before and not isinstance(err, _TooSlowError)
+                progressed = self.real_progress() and not isinstance(err, _TooSlowError)
                 failures, error = (1 if progressed else failures + 1), str(err)
             if failures >= self.policy.attempts:
-                raise _FatalError(f"gave up after {failures} attempts: {error}")
+                raise _FatalError(
+                    f"gave up after {failures} attempts without real progress (--min-rate "
+                    f"{self.policy.min_rate:g} B/s): {error}; the partial download is kept for the next fetch"
+                )
             if self.past_deadline():
                 raise _FatalError(f"not complete within --deadline {self.policy.deadline:g} s: {error}")
             sleep(self.policy.delay(failures))
+
+
+def _describe(checks: ServerChecks) -> str:
+    size = "size unknown" if checks.size is None else f"{checks.size} bytes"
+    return size + (f", md5 {checks.md5.hex()}" if checks.md5 is not None else "")
 
 
 class _RateCheck:
@@ -315,21 +376,42 @@ def _fetch_shard_locked(
         task.dest.unlink()
         repaired = f"local copy did not match {lock_name}, deleted it and downloaded again; "
 
-    download = _ShardDownload(task, policy, progress, opener, stop)
-    try:
-        checks = download.run(sleep)
-    except _FatalError as err:
-        return ShardOutcome(task.name, "failed", message=f"{repaired}{err}")
-    digests = hash_file(task.part)
-    problems = verification_problems(digests, checks, entry, lock_name)
-    if problems:
-        task.part.unlink()
-        return ShardOutcome(
-            task.name,
-            "failed",
-            message=f"{repaired}{'; '.join(problems)}: deleted the bad download, rerun to retry",
+    refused: list[str] = []  # one reason per source that gave no verified copy, naming it
+    reference: ServerChecks | None = None  # what the first source that answered says the object is
+    started = time.monotonic()
+    contributors = ["an earlier fetch"] if task.part.exists() and task.part.stat().st_size else []
+    for url in task.sources:
+        download = _ShardDownload(
+            ShardTask(task.name, url, task.dest), policy, progress, opener, stop, reference, started
         )
-    os.replace(task.part, task.dest)
-    if entry is None:
-        book.record(LockEntry(task.name, digests.size, digests.sha256))
-    return ShardOutcome(task.name, "fetched", digests.size, repaired.rstrip("; "))
+        try:
+            checks = download.run(sleep)
+        except _OtherObjectError as err:
+            refused.append(f"refused {url}: {err}")
+            continue
+        except _FatalError as err:
+            reference = reference or download.known
+            if task.part.exists() and task.part.stat().st_size and url not in contributors:
+                contributors.append(url)
+            refused.append(f"{url}: {err}")
+            if stop.is_set() or download.past_deadline():
+                break
+            continue
+        contributors.append(url)
+        reference = reference or checks
+        digests = hash_file(task.part)
+        problems = verification_problems(digests, reference, entry, lock_name)
+        if checks is not reference:
+            problems += verification_problems(digests, checks, None, lock_name)
+        if problems:
+            task.part.unlink()
+            refused.append(
+                f"refused the bytes of {', '.join(contributors)}: {'; '.join(problems)}: deleted the bad download"
+            )
+            contributors = []
+            continue
+        os.replace(task.part, task.dest)
+        book.record(LockEntry(task.name, digests.size, digests.sha256, source=url))
+        notes = [note for note in (repaired.rstrip("; "), *refused) if note]
+        return ShardOutcome(task.name, "fetched", digests.size, "; ".join(notes))
+    return ShardOutcome(task.name, "failed", message=f"{repaired}{'; '.join(refused)}, rerun to retry")

@@ -33,6 +33,7 @@ class LockEntry:
     name: str
     size: int
     sha256: str
+    source: str = ""  # the URL its verified bytes came from ("" in lock files older than mirrors)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,12 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
         return {}
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        entries = [LockEntry(name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"])) for e in raw["shards"]]
+        entries = [
+            LockEntry(
+                name=str(e["name"]), size=int(e["size"]), sha256=str(e["sha256"]), source=str(e.get("source", ""))
+            )
+            for e in raw["shards"]
+        ]
         return {entry.name: entry for entry in entries}  # keyed by the name as read (str), as looked up
     except (ValueError, KeyError, TypeError) as err:
         raise UsageError(f"malformed lock file {path} ({err}); delete it to rebuild it") from err

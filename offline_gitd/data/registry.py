@@ -20,7 +20,7 @@ import difflib
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -65,6 +65,13 @@ class RluRegistry:
     default_layout: str
     layouts: Mapping[str, RluLayout]
     games: Mapping[str, Mapping[str, int]]
+    # Base URLs of mirrors of the bucket, tried in order after ``base_url`` (docs/bounds.md#mirrors).
+    mirrors: tuple[str, ...] = ()
+
+    def sources(self, base_urls: Sequence[str] = ()) -> tuple[str, ...]:
+        """The base URLs a fetch tries, in order: those given (``--base-url``, repeatable), else
+        the bucket and then the registry's mirrors."""
+        return tuple(url.rstrip("/") for url in base_urls) or (self.base_url, *self.mirrors)
 
     def resolve_layout(self, name: str | None) -> str:
         """Bucket folder name of a layout given by folder name or alias; None -> the default."""
@@ -165,6 +172,12 @@ def registry_from_dict(raw: Mapping[str, Any]) -> RluRegistry:
     _require(raw.get("format_version") == 1, "format_version must be 1")
     for key in ("bucket", "base_url", "object_template", "url_template", "metadata_url_template"):
         _require(isinstance(raw.get(key), str) and raw[key], f"{key} must be a non-empty string")
+    mirrors = raw.get("mirrors", [])
+    _require(
+        isinstance(mirrors, list)
+        and all(isinstance(u, str) and u.startswith(("http://", "https://")) for u in mirrors),
+        "mirrors must be a list of http(s) base URLs",
+    )
     runs = raw.get("runs")
     _require(
         isinstance(runs, list) and runs and all(isinstance(r, int) and r > 0 for r in runs),
@@ -203,6 +216,7 @@ def registry_from_dict(raw: Mapping[str, Any]) -> RluRegistry:
         default_layout=raw["default_layout"],
         layouts=layouts,
         games={game: dict(counts) for game, counts in games_raw.items()},
+        mirrors=tuple(url.rstrip("/") for url in mirrors),
     )
     game = next(iter(registry.games))
     for layout in layouts:

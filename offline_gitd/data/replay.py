@@ -176,6 +176,65 @@ class EpisodeStore:
         safe = np.minimum(rows, self._num_rows - 1)
         return (rows + 1 < ends) | self._terminals[safe]
 
+    def state_arrays(self) -> dict[str, np.ndarray]:
+        """The rows so far and the episode bookkeeping as plain arrays: what an online checkpoint
+        saves (data only, docs/bounds.md#run-directories-are-data); :meth:`load_state_arrays`
+        puts them back."""
+        if self._frozen:
+            raise TypeError("this EpisodeStore wraps fixed arrays (from_arrays); it has no state to save")
+        return {
+            "obs": self.obs,
+            "actions": self.actions,
+            "rewards": self.rewards,
+            "terminals": self.terminals,
+            "episode_starts": self.episode_starts,
+            "open": np.asarray(self._open),
+        }
+
+    def load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Replace this store's rows by saved ones (:meth:`state_arrays`); ``ValueError`` when they
+        do not fit it (another observation shape or dtype, lengths that disagree, episode starts
+        out of order), so a damaged or foreign file is refused, never half-loaded."""
+        if self._frozen:
+            raise TypeError("this EpisodeStore wraps fixed arrays (from_arrays); it cannot load rows")
+        obs, actions = arrays["obs"], arrays["actions"]
+        rewards, terminals, starts, is_open = (
+            arrays["rewards"],
+            arrays["terminals"],
+            arrays["episode_starts"],
+            arrays["open"],
+        )
+        rows = len(obs)
+        for name, value, like in (("obs", obs, self._obs), ("actions", actions, self._actions)):
+            if value.dtype != like.dtype or value.shape[1:] != like.shape[1:] or len(value) != rows:
+                raise ValueError(
+                    f"saved {name} {value.dtype}{list(value.shape)} do not fit {like.dtype}{list(like.shape)}"
+                )
+        if (
+            rewards.shape != (rows,)
+            or rewards.dtype != np.float32
+            or terminals.shape != (rows,)
+            or terminals.dtype != bool
+        ):
+            raise ValueError("saved rewards or terminals do not match the rows")
+        if starts.dtype != np.int64 or starts.ndim != 1 or is_open.shape != () or is_open.dtype != bool:
+            raise ValueError("saved episode starts or open flag are malformed")
+        if rows and (len(starts) == 0 or starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= rows):
+            raise ValueError("saved episode starts must begin at 0, increase, and lie within the rows")
+        if not rows and (len(starts) or bool(is_open)):
+            raise ValueError("saved episode starts without rows")
+        self._num_rows = self._num_episodes = 0
+        self._reserve(rows)
+        self._obs[:rows], self._actions[:rows], self._rewards[:rows], self._terminals[:rows] = (
+            obs,
+            actions,
+            rewards,
+            terminals,
+        )
+        self._starts = np.zeros(max(16, len(starts)), np.int64)
+        self._starts[: len(starts)] = starts
+        self._num_rows, self._num_episodes, self._open = rows, len(starts), bool(is_open)
+
     def _reserve(self, extra: int) -> None:
         """Grow the row arrays (doubling) so ``extra`` more rows fit."""
         if self._frozen:
@@ -358,6 +417,35 @@ class Replay:
         valid = self.store.starts_transition(rows, ends)
         self._tree.update(rows, np.where(valid, self._max_priority, 0.0))
         self._synced_rows = rows_now
+
+    def priority_arrays(self) -> dict[str, np.ndarray]:
+        """Prioritised sampling's state as plain arrays (none for uniform sampling): the sum tree,
+        the largest priority seen and how many rows it covers; :meth:`load_priority_arrays`
+        puts them back."""
+        if self._tree is None:
+            return {}
+        return {
+            "priority_tree": self._tree.tree,
+            "max_priority": np.asarray(self._max_priority, np.float64),
+            "synced_rows": np.asarray(self._synced_rows, np.int64),
+        }
+
+    def load_priority_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`priority_arrays` (after the store's rows); ``ValueError`` when they do
+        not fit (a tree that is not a sum tree of non-negative priorities, counts past the store)."""
+        if self._tree is None:
+            if arrays:
+                raise ValueError("saved priorities for a replay that samples uniformly")
+            return
+        tree = SumTree.from_array(arrays["priority_tree"])
+        max_priority, synced = arrays["max_priority"], arrays["synced_rows"]
+        if max_priority.shape != () or max_priority.dtype != np.float64 or not np.isfinite(max_priority):
+            raise ValueError("saved max_priority is malformed")
+        if synced.shape != () or synced.dtype != np.int64 or not 0 <= int(synced) <= self.store.num_rows:
+            raise ValueError("saved synced_rows is outside the store")
+        if tree.size < int(synced):
+            raise ValueError("saved priority tree is smaller than the rows it covers")
+        self._tree, self._max_priority, self._synced_rows = tree, float(max_priority), int(synced)
 
     def sample_rows(self, batch_size: int, rng: np.random.Generator | int | None) -> tuple[np.ndarray, np.ndarray]:
         """Draw ``batch_size`` transition-start rows and their importance weights.

@@ -57,17 +57,22 @@ def plan_rlu_fetch(
     run: int,
     checkpoints: str | None = None,
     layout: str | None = None,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
 ) -> list[ShardTask]:
     """Validate the request and list the shards to fetch; bad input is a one-line UsageError.
+
+    ``base_url`` is one mirror or an ordered list of them (``--base-url`` repeated); without it
+    the bucket and then the registry's mirrors are tried, in order.
 
     In the episodes layout shard ``i`` is checkpoint ``i``; the transitions layout is not split by
     checkpoint, so ``checkpoints`` is refused there rather than silently mapped to shards.
     """
     registry.check_game(game)
     registry.check_run(run)
-    if base_url is not None:
-        check_base_url(base_url)
+    given = [base_url] if isinstance(base_url, str) else list(base_url or ())
+    for url in given:
+        check_base_url(url)
+    sources = registry.sources(given)
     layout = registry.resolve_layout(layout)
     num_shards = registry.num_shards(game, layout)
     if checkpoints is None:
@@ -83,9 +88,9 @@ def plan_rlu_fetch(
     directory = rlu_raw_dir(root, layout, game)
     tasks = []
     for shard in shards:
-        url = registry.shard_url(game, run, shard, layout, base_url)
+        url, *fallbacks = (registry.shard_url(game, run, shard, layout, source) for source in sources)
         name = registry.object_name(game, run, shard, layout).rsplit("/", 1)[-1]
-        tasks.append(ShardTask(name=name, url=url, dest=directory / name))
+        tasks.append(ShardTask(name=name, url=url, dest=directory / name, fallbacks=tuple(fallbacks)))
     return tasks
 
 
@@ -164,7 +169,7 @@ def fetch_rlu_atari(
     run: int,
     checkpoints: str | None = None,
     layout: str | None = None,
-    base_url: str | None = None,
+    base_url: str | Sequence[str] | None = None,
     jobs: int = 4,
     policy: RetryPolicy = RetryPolicy(),
     opener: Opener = urllib.request.urlopen,

@@ -23,6 +23,19 @@ class SumTree:
         self.size = 1 << self.depth
         self.tree = np.zeros(2 * self.size, dtype=np.float64)
 
+    @classmethod
+    def from_array(cls, tree: np.ndarray) -> SumTree:
+        """The tree whose node array is ``tree`` (a saved :attr:`tree`); ``ValueError`` unless it is
+        float64 of length ``2 * 2**depth`` (depth >= 1) with finite, non-negative priorities."""
+        size = len(tree) // 2
+        if tree.dtype != np.float64 or tree.ndim != 1 or size < 2 or size & (size - 1) or len(tree) != 2 * size:
+            raise ValueError("a saved sum tree must be float64 of length 2 * 2**depth")
+        if not np.all(np.isfinite(tree)) or np.any(tree < 0):
+            raise ValueError("a saved sum tree holds negative or non-finite priorities")
+        out = cls(size)
+        out.tree = np.array(tree, np.float64)
+        return out
+
     @property
     def total(self) -> float:
         """Sum of all priorities."""

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from offline_gitd.errors import UsageError
+from offline_gitd.input_paths import refuse_escaping_links
 from offline_gitd.leaderboard.reference import check_env
 from offline_gitd.leaderboard.schema import COLUMNS, ResultRow, SchemaError, is_legacy, read_rows
 
@@ -76,6 +77,7 @@ def read_run(run_dir: Path, allow_new_env: bool) -> list[Located]:
     path = run_dir / RESULTS_FILE
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a run directory")
+    refuse_escaping_links(run_dir, "run directory")
     located = [Located(path, line, row) for line, row in read_rows(path)]
     if not located:
         raise SchemaError(f"{path}: no result rows")

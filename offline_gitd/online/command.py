@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import shlex
 from pathlib import Path
 
@@ -63,6 +64,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
         add_dataclass_arguments(parser, OnlineConfig, skip=("algo",), only_given=True, hidden=hide)
         add_run_arguments(parser, "--steps")
+        parser.add_argument(
+            "--trust-pickles",
+            action="store_true",
+            help="with --resume: read host states an older version saved as pickles (they can run any code "
+            "they hold: only for run directories you made or trust)",
+        )
         parser.set_defaults(func=_online)
 
     collect = subparsers.add_parser(
@@ -131,9 +138,16 @@ def _online(args: argparse.Namespace) -> int:
     else:
         cfg = from_namespace(OnlineConfig, args)
         cfg.check_flags()  # bad flags are refused before JAX is imported
+    if args.trust_pickles and not args.resume:
+        raise ConfigError("--trust-pickles only applies to --resume (a new run writes no pickle)")
     from offline_gitd.online.train import train
 
-    run_dir = start_run(train, cfg, args, f"offline_gitd online {cfg.algo} --out {shlex.quote(str(cfg.out))} --resume")
+    run_dir = start_run(
+        functools.partial(train, trust_pickles=args.trust_pickles),
+        cfg,
+        args,
+        f"offline_gitd online {cfg.algo} --out {shlex.quote(str(cfg.out))} --resume",
+    )
     print(f"run directory: {run_dir}")
     for name in (
         "config.json",

@@ -8,8 +8,8 @@ training: ``episodes.csv`` holds every finished episode, ``results.csv`` one lea
 seed every ``log_every`` env steps (the mean return of the episodes finished in that window; a seed
 with none there repeats its previous value, so every seed has the same step grid for AUCs).
 
-Exact resume. A checkpoint is the orbax-saved training state plus a pickle of the host side: each
-seed's replay (store and priorities), its numpy RNG state, its episode counter and the actions taken
+Exact resume. A checkpoint is the orbax-saved training state plus the host side, saved as data
+(:mod:`offline_gitd.online.host_state`): each seed's replay (store and priorities), its numpy RNG state, its episode counter and the actions taken
 since the current episode began. Every episode is reset with a seed derived from ``(seed,
 episode)``, and the supported envs (classic control, Box2D, MuJoCo, ALE with its sticky-action RNG)
 are deterministic given that seed, so an env is restored by resetting it with the episode's seed and
@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +31,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.batch import Batch, stack_seeds
-from offline_gitd.data.replay import EpisodeStore
 from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
 from offline_gitd.learners.family import Family
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo, make_online_env, obs_example
-from offline_gitd.online.replay import WindowedReplay
+from offline_gitd.online.host_state import (
+    LEGACY_SUFFIX,
+    SUFFIX,
+    SeedSlot,
+    host_state_path,
+    new_slot,
+    read_host_state,
+    read_legacy_host_state,
+    write_host_state,
+)
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.progress import Progress
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.rundir.lifecycle import RunLifecycle, flatten_metrics, run_record
-from offline_gitd.rundir.seals import deferred_interrupt, read_sealed_pickle, write_sealed_pickle
+from offline_gitd.rundir.seals import deferred_interrupt
 
 EPISODES_FILE = "episodes.csv"
-HOST_STATE = "host_state"
 EPISODE_COLUMNS = ("step", "seed", "episode", "return", "length")
 # The final summary's mean return is over the last this-many episodes of every seed.
 SUMMARY_EPISODES = 10
@@ -66,50 +72,6 @@ def _loggable(aux: dict[str, Any]) -> dict[str, np.ndarray]:
 def episode_seed(seed: int, episode: int) -> int:
     """The reset seed of episode ``episode`` of run seed ``seed``: a function of both alone."""
     return int(np.random.SeedSequence([seed, episode]).generate_state(1)[0])
-
-
-@dataclass
-class SeedSlot:
-    """One seed's host side. Everything but ``env`` is pickled into checkpoints."""
-
-    seed: int
-    replay: WindowedReplay
-    rng: np.random.Generator  # epsilon draws, random actions, replay sampling
-    episode: int = 0  # index of the running episode
-    actions: list = field(default_factory=list)  # since the running episode's reset
-    obs: Any = None
-    episode_return: float = 0.0  # unclipped (the game score)
-    episode_length: int = 0
-    last_result: float | None = None  # the previous results.csv value, repeated in empty windows
-    env: Any = None
-
-    def host_state(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["env"]
-        return state
-
-
-def _new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
-    spaces = info.spaces
-    # Atari rows are single frames (the newest of each stack); vectors are stored whole.
-    obs_shape, obs_dtype = (
-        (spaces.obs_shape[:2], np.uint8) if info.frames else ((int(np.prod(spaces.obs_shape)),), np.float32)
-    )
-    if spaces.action_kind == "continuous":
-        store = EpisodeStore(obs_shape, obs_dtype, (spaces.action_size,), np.float32)
-    else:
-        store = EpisodeStore(obs_shape, obs_dtype)
-    replay = WindowedReplay(
-        store,
-        capacity=cfg.replay_size,
-        stack=4,
-        n_step=cfg.n_step,
-        gamma=cfg.gamma,
-        prioritized=cfg.per,
-        alpha=cfg.per_alpha,
-        beta=cfg.per_beta,
-    )
-    return SeedSlot(seed, replay, np.random.default_rng([seed, 1]))
 
 
 def _observe(info: EnvInfo, obs: np.ndarray) -> np.ndarray:
@@ -147,10 +109,13 @@ class OnlineRun:
         progress: bool,
         wrap_env: Callable[[gym.Env], gym.Env] | None,
         run: RunLifecycle,
+        trust_pickles: bool = False,
     ) -> None:
         """``run`` opens the run directory once the networks exist (a network that does not fit
-        the env fails before)."""
+        the env fails before). ``trust_pickles`` lets a resume read the pickled host states of
+        older versions (they can run code when read)."""
         self.cfg, self.info, self.family, self.run_dir, self.progress = cfg, info, family, run_dir, progress
+        self.trust_pickles = trust_pickles
         self.seeds = cfg.seed_list
         self.utd = utd_fraction(cfg.utd)
         self.wrap_env = wrap_env or (lambda env: env)
@@ -198,9 +163,6 @@ class OnlineRun:
 
     # -- checkpoints ---------------------------------------------------------------------------
 
-    def _host_path(self, step: int) -> Path:
-        return self.run_dir / HOST_STATE / f"{step}.pkl"
-
     def start(self) -> int:
         """Fresh slots, or the newest intact checkpoint's; returns the env steps already done."""
         step, self.state, host = self.run.restore(self.state, self._read_host_state)
@@ -214,26 +176,33 @@ class OnlineRun:
                 self.slots.append(slot)
         else:
             for seed in self.seeds:
-                slot = _new_slot(self.cfg, self.info, seed)
+                slot = new_slot(self.cfg, self.info, seed)
                 slot.env = self.wrap_env(make_online_env(self.cfg, self.info, seed))
                 _start_episode(slot, self.info)
                 self.slots.append(slot)
         return step
 
     def _read_host_state(self, step: int) -> dict[str, Any]:
-        return read_sealed_pickle(self._host_path(step))
+        """The host state saved with checkpoint ``step``: the data archive, or (only when the run
+        was made by an older version and the user trusts it) its pickle."""
+        path = host_state_path(self.run_dir, step)
+        legacy = host_state_path(self.run_dir, step, LEGACY_SUFFIX)
+        if not path.exists() and legacy.exists():
+            return read_legacy_host_state(legacy, self.trust_pickles)
+        return read_host_state(path, self.cfg, self.info)
 
     def save(self, step: int) -> None:
-        """Host pickle (sealed: verified on write), then orbax (sealed by its digest), then the
-        pickles older than the previous checkpoint's: a crash or Ctrl-C anywhere leaves the
-        newest pair or the one before it intact, and resume falls back to that one if needed."""
-        path = self._host_path(step)
+        """Host state (sealed: verified on write), then orbax (sealed by its digest), then the host
+        states older than the previous checkpoint's: a crash or Ctrl-C anywhere leaves the newest
+        pair or the one before it intact, and resume falls back to that one if needed."""
+        path = host_state_path(self.run_dir, step)
         path.parent.mkdir(exist_ok=True)
         with deferred_interrupt():
-            write_sealed_pickle(path, {"updates": self.updates, "slots": [s.host_state() for s in self.slots]})
+            write_host_state(path, self.updates, self.slots, self.info.spaces.action_kind == "continuous")
             self.run.save(step, self.state)
-            kept = sorted((int(p.stem) for p in path.parent.glob("*.pkl") if p.stem.isdigit()), reverse=True)[:2]
-            for old in path.parent.glob("*.pkl"):
+            saved = [p for suffix in (SUFFIX, LEGACY_SUFFIX) for p in path.parent.glob(f"*{suffix}")]
+            kept = sorted({int(p.stem) for p in saved if p.stem.isdigit()}, reverse=True)[:2]
+            for old in saved:
                 if not old.stem.isdigit() or int(old.stem) not in kept:
                     old.unlink()
 
@@ -424,10 +393,12 @@ def run_online(
     overwrite: bool = False,
     command_line: Sequence[str] | None = None,
     outputs: Outputs | None = None,
+    trust_pickles: bool = False,
 ) -> Path:
     """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
 
-    ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it).
+    ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it);
+    ``trust_pickles`` lets a resume read an older version's pickled host state.
     """
     run_dir = Path(cfg.out)
     record, made_by = run_record(
@@ -448,5 +419,5 @@ def run_online(
         unit="env step",
         extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
     )
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run).train()
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run, trust_pickles).train()
     return run_dir

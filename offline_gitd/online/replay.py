@@ -55,3 +55,18 @@ class WindowedReplay(Replay):
             if not bad.any():
                 return rows, np.ones(batch_size, np.float32)
             rows[bad] = rng.integers(low, store.num_rows, int(bad.sum()))
+
+    def priority_arrays(self) -> dict[str, np.ndarray]:
+        arrays = super().priority_arrays()
+        if arrays:
+            arrays["evicted"] = np.asarray(self._evicted, np.int64)
+        return arrays
+
+    def load_priority_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        arrays = dict(arrays)
+        evicted = arrays.pop("evicted", None)
+        super().load_priority_arrays(arrays)
+        if evicted is not None:
+            if evicted.shape != () or evicted.dtype != np.int64 or not 0 <= int(evicted) <= self.store.num_rows:
+                raise ValueError("saved evicted row count is outside the store")
+            self._evicted = int(evicted)

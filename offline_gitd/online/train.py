@@ -66,9 +66,12 @@ def train(
     overwrite: bool = False,
     command_line: Sequence[str] | None = None,
     outputs: Outputs | None = None,
+    trust_pickles: bool = False,
 ) -> Path:
     """Run ``cfg`` (resolving the env's defaults first) and return the run directory; nothing is
-    written until the flags, the run directory, the env and the networks have been checked."""
+    written until the flags, the run directory, the env and the networks have been checked.
+    ``trust_pickles``: a resume may read the pickled host states of older versions (they can run
+    code when read: docs/bounds.md#run-directories-are-data)."""
     from offline_gitd.online.loop import run_online
     from offline_gitd.rundir.files import absolute, check_run_dir
 
@@ -86,6 +89,7 @@ def train(
         overwrite=overwrite,
         command_line=command_line,
         outputs=outputs,
+        trust_pickles=trust_pickles,
     )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_gitd.errors import ConfigError, UsageError
+from offline_gitd.input_paths import read_json_file, refuse_escaping_links
 from offline_gitd.leaderboard.schema import COLUMNS
 from offline_gitd.rundir.seals import (
     DiskFull,
@@ -130,16 +130,41 @@ def resumed_config(
     with the flags ``given`` on the command line: ``extendable`` (the run's length) may grow,
     ``free`` fields may change, any other difference is refused (DESIGN §9)."""
     saved = read_config(run_dir)["config"]
+    config = config_from_record(cls, run_dir, saved)
     changes = resume_changes(saved, dict(given or {}), extendable, free)
     changes["out"] = str(run_dir)
-    return dataclasses.replace(cls(**saved), **changes)
+    return dataclasses.replace(config, **changes)
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:
+    """The run's ``config.json``, read as data from a directory that may come from someone else
+    (docs/bounds.md#run-directories-are-data): refused in one line when the directory holds a link
+    to outside itself, or the file is too large, not JSON, or not a run's record."""
+    refuse_escaping_links(run_dir, "run directory")
     try:
-        return json.loads((run_dir / CONFIG_FILE).read_text())
+        saved = read_json_file(run_dir / CONFIG_FILE, CONFIG_FILE)
     except FileNotFoundError:
         raise UsageError(f"{run_dir} holds no {CONFIG_FILE}") from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("config"), dict):
+        raise UsageError(f"{run_dir / CONFIG_FILE} is not a run's record (no config object)")
+    return saved
+
+
+def config_from_record(cls: type, run_dir: Path, saved: Mapping[str, Any]) -> Any:
+    """``cls(**saved)`` for a config read from a run directory, its flags checked: a field the
+    package does not know, or a value out of its range (``seeds`` 0-10**9), is one line."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(saved) - names)
+    if unknown:
+        raise UsageError(f"{run_dir / CONFIG_FILE} has a field this version does not know: {unknown[0]!r}")
+    try:
+        config = cls(**saved)
+        config.check_flags()
+    except (TypeError, ValueError) as err:
+        raise UsageError(f"{run_dir / CONFIG_FILE} holds a malformed config ({err})") from None
+    except ConfigError as err:
+        raise UsageError(f"{run_dir / CONFIG_FILE}: {err}") from None
+    return config
 
 
 class CsvLog:

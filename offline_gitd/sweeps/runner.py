@@ -54,19 +54,50 @@ class SweepOptions:
     max_parallel: int | None = None
 
 
-def _check_reachable(address: str) -> None:
-    """Refuse an address nothing answers at, in seconds: ray.init would retry for minutes."""
+# The HTTP/2 client preface and an empty SETTINGS frame: a Ray head (a gRPC server) answers with its
+# own SETTINGS frame (RFC 9113, section 3.4).
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4
+JOIN_PROBE_SECONDS = 5.0
+
+
+def check_ray_head(address: str) -> None:
+    """Refuse, in seconds, an address where no Ray head answers: ``ray.init`` would retry for
+    minutes where nothing listens, and without end (over 5 minutes measured) where something
+    accepts the connection but is not a gRPC server (docs/bounds.md#other-network-waits)."""
     if address == "auto":
         return
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise UsageError(f"--address must look like HOST:PORT (the head's GCS address), got {address!r}")
     try:
-        socket.create_connection((host.removeprefix("ray://"), int(port)), timeout=5).close()
+        with socket.create_connection((host.removeprefix("ray://"), int(port)), timeout=JOIN_PROBE_SECONDS) as conn:
+            answer = _http2_answer(conn)
     except OSError as err:
         raise UsageError(
             f"no Ray cluster answers at {address} ({err.strerror or err}); start one with ray start --head"
         ) from None
+    if len(answer) < 9 or answer[3] != HTTP2_SETTINGS:
+        raise UsageError(
+            f"something at {address} accepts connections but does not answer as a Ray head (no gRPC reply within "
+            f"{JOIN_PROBE_SECONDS:g} s); give the head's GCS address, HOST:6379 by default"
+        )
+
+
+def _http2_answer(conn: socket.socket) -> bytes:
+    """Up to the first 9 bytes (one frame header) a server sends after the HTTP/2 preface."""
+    conn.settimeout(JOIN_PROBE_SECONDS)
+    conn.sendall(HTTP2_PREFACE)
+    answer = b""
+    try:
+        while len(answer) < 9:
+            chunk = conn.recv(9 - len(answer))
+            if not chunk:
+                break
+            answer += chunk
+    except TimeoutError:
+        pass
+    return answer
 
 
 def _use_token_if_available() -> None:
@@ -127,7 +158,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     """Run every incomplete run of ``spec``; returns 0 when all are done, 1 if any failed."""
     stream = stream or sys.stdout
     if options.address:
-        _check_reachable(options.address)  # before the sweep folder exists: a refusal leaves nothing
+        check_ray_head(options.address)  # before the sweep folder exists: a refusal leaves nothing
     sweep = open_sweep(spec, options.out)
     sweep_id = uuid.uuid4().hex[:12]
     table = StatusTable([plan.name for plan in sweep.plans], stream)

@@ -19,12 +19,12 @@ import pytest
 from offline_gitd.cli import main
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.host_state import read_host_state
 from offline_gitd.online.loop import run_online
 from offline_gitd.online.schedules import epsilon_at, total_updates, updates_after_step, utd_fraction
 from offline_gitd.online.train import build_family, resolve_config, resume_config, train
 from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.lifecycle import TrainingDiverged
-from offline_gitd.rundir.seals import read_sealed_pickle
 
 # One tiny network for every DQN test (same K, T, batch, seeds), so that the module's compilation
 # cache compiles its programs once.
@@ -167,7 +167,9 @@ def test_dqn_smoke_on_cartpole(tmp_path):
 
 def test_per_and_n_step_wiring(tmp_path):
     run_dir = train(tiny(tmp_path / "run", per=True, n_step=3, steps=200), progress=False)
-    replay = read_sealed_pickle(run_dir / "host_state" / "200.pkl")["slots"][0]["replay"]
+    replay = read_host_state(run_dir / "host_state" / "200.npz", *resolve_config(resume_config(run_dir)))["slots"][0][
+        "replay"
+    ]
     assert replay.n_step == 3 and replay.prioritized
     priorities = replay._tree.get(np.arange(replay.store.num_rows))
     updated = priorities[(priorities > 0) & (priorities != 1.0)]
@@ -200,7 +202,9 @@ def test_atari_smoke_strong_preset_on_pong(tmp_path):
     ) == ("atari", "Pong", "impala-gap", True, 3)
     rows = read_rows(run_dir / "metrics.csv")
     assert int(rows[-1]["updates"]) == 4 and np.isfinite(float(rows[-1]["loss"]))
-    replay = read_sealed_pickle(run_dir / "host_state" / "48.pkl")["slots"][0]["replay"]
+    replay = read_host_state(run_dir / "host_state" / "48.npz", *resolve_config(resume_config(run_dir)))["slots"][0][
+        "replay"
+    ]
     assert replay.store.obs.shape[1:] == (84, 84) and replay.stack == 4  # single frames, stacked when sampling
 
 

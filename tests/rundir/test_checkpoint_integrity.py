@@ -331,7 +331,7 @@ def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) 
 
 @pytest.mark.slow  # two online runs: ~1 min on a shared 2-core machine
 def test_torn_online_host_state_falls_back_to_the_previous_pair(tmp_path, capsys) -> None:
-    """A truncated ``host_state/<step>.pkl`` (the replay and RNGs beside orbax's state): resume
+    """A truncated ``host_state/<step>.npz`` (the replay and RNGs beside orbax's state): resume
     takes the previous checkpoint, whose host state was kept, and recomputes exactly."""
     from offline_gitd.online.config import OnlineConfig
     from offline_gitd.online.train import resume_config, train
@@ -343,12 +343,12 @@ def test_torn_online_host_state_falls_back_to_the_previous_pair(tmp_path, capsys
     train(cfg, progress=False)
     out = tmp_path / "run"
     straight = final_params(out)
-    assert sorted(p.name for p in (out / "host_state").iterdir()) == ["100.pkl", "200.pkl"]
-    truncate(out / "host_state" / "200.pkl")
+    assert sorted(p.name for p in (out / "host_state").iterdir()) == ["100.npz", "200.npz"]
+    truncate(out / "host_state" / "200.npz")
     capsys.readouterr()
     train(resume_config(out), resume=True, progress=False)
     warning = [line for line in capsys.readouterr().err.splitlines() if "damaged" in line]
-    assert len(warning) == 1 and "200.pkl fails its checksum" in warning[0] and "checkpoint 100" in warning[0]
+    assert len(warning) == 1 and "200.npz fails its checksum" in warning[0] and "checkpoint 100" in warning[0]
     for a, b in zip(final_params(out), straight, strict=True):
         np.testing.assert_array_equal(a, b)
 

@@ -1,0 +1,202 @@
+"""The online loop's host side: one seed's replay, RNG and episode, and how a checkpoint keeps it.
+
+A checkpoint is the orbax-saved training state plus ``host_state/<step>.npz``: a sealed npz archive
+(a digest line, then the archive; :func:`~offline_gitd.rundir.seals.write_sealed_arrays`) holding
+each seed's replay rows and priorities, the actions taken since its episode began, its newest
+observation, and one JSON document with the numbers (the numpy RNG's ``bit_generator.state``, the
+episode counter and return). Nothing in it is code: a run directory may come from someone else
+(docs/bounds.md#run-directories-are-data). Every value read back is checked against the run's own
+config (the replay's shapes, the seeds) before it is used, so a foreign or damaged file is refused
+in one line. Host states of older versions were pickles (``<step>.pkl``): they are only read when
+the user vouches for the run with ``--trust-pickles``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offline_gitd.data.replay import EpisodeStore
+from offline_gitd.errors import UsageError
+from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.env_info import EnvInfo
+from offline_gitd.online.replay import WindowedReplay
+from offline_gitd.rundir.seals import DamagedFile, read_sealed_arrays, read_sealed_pickle, write_sealed_arrays
+
+HOST_STATE = "host_state"
+SUFFIX = ".npz"
+LEGACY_SUFFIX = ".pkl"
+# The only bit generator the loop creates (np.random.default_rng); a saved state must name it.
+BIT_GENERATOR = "PCG64"
+
+
+class UntrustedPickle(UsageError):
+    """A host state saved as a pickle by an older version: reading it could run code."""
+
+
+@dataclass
+class SeedSlot:
+    """One seed's host side. Everything but ``env`` is saved into checkpoints."""
+
+    seed: int
+    replay: WindowedReplay
+    rng: np.random.Generator  # epsilon draws, random actions, replay sampling
+    episode: int = 0  # index of the running episode
+    actions: list = field(default_factory=list)  # since the running episode's reset
+    obs: Any = None
+    episode_return: float = 0.0  # unclipped (the game score)
+    episode_length: int = 0
+    last_result: float | None = None  # the previous results.csv value, repeated in empty windows
+    env: Any = None
+
+
+def new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
+    """A fresh slot for ``seed``: an empty replay shaped for the env, the seed's own RNG."""
+    spaces = info.spaces
+    # Atari rows are single frames (the newest of each stack); vectors are stored whole.
+    obs_shape, obs_dtype = (
+        (spaces.obs_shape[:2], np.uint8) if info.frames else ((int(np.prod(spaces.obs_shape)),), np.float32)
+    )
+    if spaces.action_kind == "continuous":
+        store = EpisodeStore(obs_shape, obs_dtype, (spaces.action_size,), np.float32)
+    else:
+        store = EpisodeStore(obs_shape, obs_dtype)
+    replay = WindowedReplay(
+        store,
+        capacity=cfg.replay_size,
+        stack=4,
+        n_step=cfg.n_step,
+        gamma=cfg.gamma,
+        prioritized=cfg.per,
+        alpha=cfg.per_alpha,
+        beta=cfg.per_beta,
+    )
+    return SeedSlot(seed, replay, np.random.default_rng([seed, 1]))
+
+
+def host_state_path(run_dir: Path, step: int, suffix: str = SUFFIX) -> Path:
+    return run_dir / HOST_STATE / f"{step}{suffix}"
+
+
+def write_host_state(path: Path, updates: int, slots: list[SeedSlot], continuous: bool) -> None:
+    """Save every slot (sealed, verified on write): arrays in the archive, numbers in its JSON."""
+    arrays: dict[str, np.ndarray] = {}
+    seeds = []
+    for i, slot in enumerate(slots):
+        prefix = f"s{i}."
+        for name, value in {**slot.replay.store.state_arrays(), **slot.replay.priority_arrays()}.items():
+            arrays[prefix + name] = value
+        arrays[prefix + "obs_now"] = np.asarray(slot.obs)
+        arrays[prefix + "episode_actions"] = (
+            np.asarray(slot.actions, np.float32).reshape(len(slot.actions), -1)
+            if continuous
+            else np.asarray(slot.actions, np.int64)
+        )
+        seeds.append(
+            {
+                "seed": slot.seed,
+                "rng": slot.rng.bit_generator.state,
+                "episode": slot.episode,
+                "episode_return": slot.episode_return,
+                "episode_length": slot.episode_length,
+                "last_result": slot.last_result,
+            }
+        )
+    write_sealed_arrays(path, arrays, {"updates": updates, "slots": seeds})
+
+
+def read_host_state(path: Path, cfg: OnlineConfig, info: EnvInfo) -> dict[str, Any]:
+    """``{"updates": int, "slots": [SeedSlot fields]}`` from a sealed archive, every value checked
+    against the run's config: :class:`DamagedFile` (one line) for anything that does not fit."""
+    arrays, meta = read_sealed_arrays(path)
+    try:
+        return _decode(arrays, meta, cfg, info)
+    except (KeyError, TypeError, ValueError, OverflowError, IndexError) as err:
+        raise DamagedFile(f"{path} does not hold this run's host state ({_reason(err)})") from None
+
+
+def _reason(err: Exception) -> str:
+    return f"missing {err}" if isinstance(err, KeyError) else (str(err).splitlines() or [type(err).__name__])[0]
+
+
+def _decode(arrays: dict[str, np.ndarray], meta: dict[str, Any], cfg: OnlineConfig, info: EnvInfo) -> dict[str, Any]:
+    updates, saved = meta["updates"], meta["slots"]
+    if type(updates) is not int or updates < 0 or not isinstance(saved, list):
+        raise ValueError("updates or slots are malformed")
+    seeds = cfg.seed_list
+    if [entry.get("seed") if isinstance(entry, dict) else None for entry in saved] != seeds:
+        raise ValueError(f"its seeds are not the run's {seeds}")
+    continuous = info.spaces.action_kind == "continuous"
+    slots = []
+    for i, entry in enumerate(saved):
+        fresh = new_slot(cfg, info, entry["seed"])
+        prefix = f"s{i}."
+        mine = {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
+        fresh.replay.store.load_state_arrays(mine)
+        priorities = {
+            name: mine[name] for name in ("priority_tree", "max_priority", "synced_rows", "evicted") if name in mine
+        }
+        fresh.replay.load_priority_arrays(priorities)
+        obs = mine["obs_now"]
+        want = (
+            (np.dtype(np.uint8), tuple(info.spaces.obs_shape))
+            if info.frames
+            else (np.dtype(np.float32), (int(np.prod(info.spaces.obs_shape)),))
+        )
+        if (obs.dtype, obs.shape) != want:
+            raise ValueError(f"its observation {obs.dtype}{list(obs.shape)} does not fit the env")
+        actions = mine["episode_actions"]
+        if continuous:
+            if actions.dtype != np.float32 or actions.ndim != 2 or actions.shape[1] != info.spaces.action_size:
+                raise ValueError("its episode actions do not fit the env")
+            episode_actions: list = list(actions)
+        else:
+            if actions.dtype != np.int64 or actions.ndim != 1:
+                raise ValueError("its episode actions do not fit the env")
+            episode_actions = [int(a) for a in actions]
+        rng = np.random.Generator(np.random.PCG64())
+        state = entry["rng"]
+        if not isinstance(state, dict) or state.get("bit_generator") != BIT_GENERATOR:
+            raise ValueError(f"its RNG state is not a {BIT_GENERATOR} state")
+        rng.bit_generator.state = state
+        episode, length, ret, last = (
+            entry["episode"],
+            entry["episode_length"],
+            entry["episode_return"],
+            entry["last_result"],
+        )
+        if type(episode) is not int or type(length) is not int or episode < 0 or length != len(episode_actions):
+            raise ValueError("its episode counters are malformed")
+        if type(ret) not in (int, float) or (last is not None and type(last) not in (int, float)):
+            raise ValueError("its returns are malformed")
+        slots.append(
+            {
+                "seed": fresh.seed,
+                "replay": fresh.replay,
+                "rng": rng,
+                "episode": episode,
+                "actions": episode_actions,
+                "obs": obs,
+                "episode_return": float(ret),
+                "episode_length": length,
+                "last_result": None if last is None else float(last),
+            }
+        )
+    return {"updates": updates, "slots": slots}
+
+
+def read_legacy_host_state(path: Path, trust_pickles: bool) -> dict[str, Any]:
+    """A pickled host state of an older version: refused in one line unless the user vouches for
+    the run directory (``--trust-pickles``), since unpickling runs whatever code the file names."""
+    if not trust_pickles:
+        raise UntrustedPickle(
+            f"{path} is a pickle (a host state saved by an older version); reading it can run any code it "
+            "holds: resume with --trust-pickles only if you made this run directory or trust its source"
+        )
+    host = read_sealed_pickle(path)
+    for saved in host["slots"]:
+        saved.pop("env", None)
+    return host
