@@ -138,16 +138,40 @@ def _load_minari(dataset_id: str, data_dir: str | None = None) -> Any:
     try:
         # minari creates its root folder while looking: a missing dataset must leave no trace.
         if (root / dataset_id).is_dir():
+            problem = episode_count_problem(root / dataset_id)
+            if problem:
+                raise damaged_minari(dataset_id, root, ValueError(problem))
             return minari.load_dataset(dataset_id)
+    except UsageError:
+        raise
     except (FileNotFoundError, ValueError) as err:
         missing = str(err).splitlines()[0]
-    except (OSError, KeyError) as err:  # h5py: a truncated or altered HDF5 file
+    except Exception as err:  # minari and h5py raise plain errors (even AssertionError) on damage
         raise damaged_minari(dataset_id, root, err) from None
     raise UsageError(
         f"no local Minari dataset {dataset_id!r} ({missing}); "
         f"get it with: offline_gitd fetch minari {dataset_id}{data_dir_flag(data_dir)}  (or make one: "
         f"offline_gitd collect ENV_ID --steps N --out {dataset_id}{data_dir_flag(data_dir)})"
     )
+
+
+def episode_count_problem(dataset_dir: Path) -> str | None:
+    """Why the metadata's ``total_episodes`` cannot be trusted, or ``None``: minari sizes arrays by
+    it before reading an episode, so a count that is not the number of episodes in the HDF5 file
+    (``10**12`` would be an 8 TiB array) is refused first."""
+    import json
+
+    import h5py
+
+    meta_path, data_path = dataset_dir / "data" / "metadata.json", dataset_dir / "data" / "main_data.hdf5"
+    if not meta_path.is_file() or not data_path.is_file():
+        return None  # minari says what is missing
+    claimed = json.loads(meta_path.read_text()).get("total_episodes")
+    with h5py.File(data_path, "r") as data:
+        present = sum(1 for name in data if name.startswith("episode_"))
+    if claimed != present:
+        return f"metadata says total_episodes = {claimed!r} but the data holds {present} episodes"
+    return None
 
 
 def damaged_minari(dataset_id: str, root: Path, err: BaseException) -> UsageError:

@@ -157,9 +157,7 @@ def test_the_store_holds_the_episodes_really_there(data_dir, total_steps: Any, d
     assert store.num_rows == STEPS + original["total_episodes"]  # each episode's final observation
 
 
-# Opening a Minari dataset for training goes through offline_gitd/learners/datasets.py, which is
-# being moved (to data/datasets.py); these record what its move must fix, and fail loudly (strict)
-# once it does so that they become plain tests.
+# Opening a Minari dataset for training (offline_gitd/data/datasets.py) with hostile metadata.
 def open_for_training(root: Path, path: Path, original: dict[str, Any], changes: dict[str, Any]) -> None:
     from offline_gitd.data.datasets import dataset_domain, open_offline_data
     from offline_gitd.offline.config import OfflineConfig
@@ -174,12 +172,10 @@ def open_for_training(root: Path, path: Path, original: dict[str, Any], changes:
         path.write_text(json.dumps(original))
 
 
-@pytest.mark.xfail(raises=AssertionError, strict=True, reason="recover_environment imports the metadata's entry point")
 def test_an_env_spec_entry_point_runs_nothing(data_dir, tmp_path: Path) -> None:
     """The env_spec in metadata.json names any importable callable, and rebuilding the env calls it:
-    here ``subprocess.run(["touch", marker])``. Fix (learners/datasets.py ``_minari_env``): before
-    ``recover_environment``, refuse (UsageError, one line) an env_spec whose entry_point (or an
-    additional wrapper's) differs from the one gymnasium's registry holds for that id."""
+    here ``subprocess.run(["touch", marker])``. An env_spec whose entry point (or an additional
+    wrapper's) is not the one gymnasium's registry holds for that id is refused before anything runs."""
     root, path, original = data_dir
     marker = tmp_path / "ran"
     spec = json.loads(original["env_spec"]) | {
@@ -191,22 +187,17 @@ def test_an_env_spec_entry_point_runs_nothing(data_dir, tmp_path: Path) -> None:
     assert not marker.exists(), "opening the dataset ran a command named by its metadata"
 
 
-@pytest.mark.xfail(raises=AssertionError, strict=True, reason="_load_minari lets minari's AssertionError through")
 def test_a_space_that_is_no_space_is_one_line(data_dir) -> None:
-    """minari asserts on a space that is not a serialized space. Fix (learners/datasets.py
-    ``_load_minari``): catch ``Exception`` (minari and h5py raise plain errors) where it now
-    catches ``(OSError, KeyError)``, raising ``damaged_minari``."""
+    """minari asserts on a space that is not a serialized space: still one line (the dataset is damaged)."""
     root, path, original = data_dir
     with pytest.raises(UsageError):
         open_for_training(root, path, original, {"observation_space": 5})
 
 
-@pytest.mark.xfail(raises=MemoryError, strict=True, reason="minari.load_dataset sizes an array by total_episodes")
 def test_an_absurd_episode_count_is_one_line(data_dir) -> None:
     """``minari.load_dataset`` builds ``arange(total_episodes)`` from the metadata: 10**12 is an
-    8 TiB array. Fix (learners/datasets.py ``_load_minari``): before ``minari.load_dataset``, read
-    ``data/metadata.json`` and refuse (``damaged_minari``) a ``total_episodes`` that is not the
-    number of ``episode_*`` groups in ``data/main_data.hdf5``."""
+    8 TiB array; a count that is not the number of ``episode_*`` groups in ``data/main_data.hdf5`` is
+    refused before minari reads it."""
     root, path, original = data_dir
     with pytest.raises(UsageError):
         open_for_training(root, path, original, {"total_episodes": 10**12})
