@@ -11,11 +11,13 @@ EXAMPLES = """examples:
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (an embedded local Ray instance)
   offline_gitd sweep sweeps/atari_offline.toml --out /shared/runs/atari --address 10.0.0.1:6379
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (again: continues where it stopped)
+  offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep --status --watch  (follow a sweep driven elsewhere)
 
 A spec (see sweeps/*.toml) names the command (train, online dqn, online sac), [fixed] fields, a [grid]
 of fields whose lists are crossed, the board, [resources] per run, and for train [[collect]] datasets.
 Runs go to OUT/runs/NAME (named from the grid's varying fields), their output to OUT/logs/NAME.log,
 and every finished run is submitted once to the board (OUT/leaderboard.csv unless the spec says).
+A sweep has one driver: a second one on the same --out is refused and names the first.
 """
 
 
@@ -52,6 +54,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the table of runs and their commands; run nothing"
     )
+    parser.add_argument(
+        "--status",
+        action="store_true",
+        help="print the state of the sweep in --out (its driver, each run) and exit; reads only, locks "
+        "nothing: the way to look at a sweep another process is driving",
+    )
+    parser.add_argument("--watch", action="store_true", help="with --status: print it again at each change")
     parser.set_defaults(func=handle)
 
 
@@ -72,9 +81,16 @@ def handle(args: argparse.Namespace) -> int:
     if args.data_dir:
         spec = dataclasses.replace(spec, data_dir=args.data_dir)
     out = args.out or Path("runs") / args.spec.stem
+    if args.status:
+        from offline_gitd.sweeps.watch import show_status
+
+        return show_status(out, args.watch)
     if args.dry_run:
         plans = expand(spec)
         print(plan_table(spec, plans, SweepPaths(out.absolute())))
         print(f"{len(plans)} runs; nothing was run (--dry-run)")
         return 0
-    return run_sweep(spec, SweepOptions(out=out, address=args.address, max_parallel=args.max_parallel))
+    from offline_gitd.sweeps.driver_lock import sole_driver
+
+    with sole_driver(args.spec, out):  # one driver per --out (docs/locks.md)
+        return run_sweep(spec, SweepOptions(out=out, address=args.address, max_parallel=args.max_parallel))

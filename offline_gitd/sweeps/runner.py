@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from offline_gitd.errors import UsageError
+from offline_gitd.sweeps.damaged import not_on_board
 from offline_gitd.sweeps.spec import RunPlan, SweepSpec, expand
 from offline_gitd.sweeps.state import SweepPaths, read_state, update_state, write_state
 from offline_gitd.sweeps.status import StatusTable
@@ -186,10 +187,16 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     )
     table = StatusTable([plan.name for plan in plans], stream)
     todo = []
+    damaged: list[tuple[str, str]] = []  # done, but the board refuses them: reported, the rest go on
     for plan in plans:
         if is_complete(paths, plan):
             if not read_state(paths.state(plan.name)).get("submitted"):
-                submit_run(spec, paths, plan)
+                try:
+                    submit_run(spec, paths, plan)
+                except UsageError as err:
+                    damaged.append((plan.name, not_on_board(plan, paths, err)))
+                    table.state[plan.name] = "failed"
+                    continue
             table.state[plan.name] = "done"
         else:
             todo.append(plan)
@@ -200,6 +207,8 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         flush=True,
     )
     if not todo:
+        if damaged:  # nothing left to run: only runs the board refused
+            return _report(table, plans, damaged, paths, boards, stream)
         print(f"nothing to do: every run is done and on its board ({boards})", file=stream)
         return 0
     ray = _init_ray(options.address)
@@ -209,13 +218,25 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
         if not _collect(ray, spec, paths, sweep_id, table):
             return 1
-        failures = _run_grid(ray, spec, todo, paths, sweep_id, options.max_parallel, table)
+        failures = damaged + _run_grid(ray, spec, todo, paths, sweep_id, options.max_parallel, table)
     except KeyboardInterrupt:
         table.close()
         print(f"interrupted; run the same command again to continue the sweep in {out}", file=sys.stderr)
         return 130
     finally:
         ray.shutdown()
+    return _report(table, plans, failures, paths, boards, stream)
+
+
+def _report(
+    table: StatusTable,
+    plans: list[RunPlan],
+    failures: list[tuple[str, str]],
+    paths: SweepPaths,
+    boards: str,
+    stream: TextIO,
+) -> int:
+    """The sweep's last lines: the counts, then each failed run with its error and log."""
     table.close()
     done = sum(state == "done" for state in table.state.values())
     print(f"sweep finished: {done}/{len(plans)} done, {len(failures)} failed; {boards}", file=stream)
@@ -289,11 +310,13 @@ def _run_grid(
             for ref in ready:
                 plan = inflight.pop(ref)
                 outcome = _outcome(ray, ref, plan.name)
-                if outcome["status"] == "done":
+                if outcome["status"] == "busy":  # another process writes this run: left to it
+                    outcome["error"] = f"left to its holder: {outcome['error']}"
+                elif outcome["status"] == "done":
                     try:
                         rows = submit_run(spec, paths, plan)
-                    except UsageError as err:  # e.g. a run with --eval-episodes 0 has no rows
-                        outcome = {"status": "failed", "error": f"finished, but not on the board: {err}"}
+                    except UsageError as err:  # a run with --eval-episodes 0 has no rows; a damaged one
+                        outcome = {"status": "failed", "error": not_on_board(plan, paths, err)}
                     else:
                         table.set(plan.name, "done", f"{outcome.get('seconds', 0):.0f}s, {rows} rows on the board")
                 if outcome["status"] != "done":
