@@ -1,0 +1,85 @@
+"""One driver per sweep (docs/locks.md): the same sweep started twice at once, as two real
+processes on an embedded local Ray instance. Exactly one runs the grid and puts every row on the
+board once; the other says in one line who drives the sweep and how to watch it, and exits
+non-zero. The status view reads the sweep without taking any lock, while it runs and after."""
+
+from __future__ import annotations
+
+import csv
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from offline_gitd.cli import main
+from offline_gitd.sweeps.driver_lock import DRIVER_LOCK_FILE
+from offline_gitd.sweeps.watch import status_text
+
+SPEC = """command = "online dqn"
+board = "board.csv"
+
+[resources]
+cpus = 1
+
+[fixed]
+env = "CartPole-v1"
+steps = 200
+mlp_hidden = "16,16"
+batch_size = 16
+initial_samples = 50
+log_every = 50
+checkpoint_every = 100
+
+[grid]
+critic = ["td", "gitd"]
+"""
+
+
+def start_sweep(spec: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "offline_gitd.cli", "sweep", str(spec), "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+
+
+def test_two_drivers_started_together_run_the_grid_once(tmp_path: Path, capsys) -> None:
+    spec = tmp_path / "grid.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "sweep"
+    drivers = [start_sweep(spec, out), start_sweep(spec, out)]
+    deadline = time.monotonic() + 300
+    while all(driver.poll() is None for driver in drivers):
+        assert time.monotonic() < deadline, "neither driver ended"
+        time.sleep(0.1)
+    (loser,) = [driver for driver in drivers if driver.poll() is not None]
+    (winner,) = [driver for driver in drivers if driver is not loser]
+    _, err = loser.communicate(timeout=60)
+    assert loser.returncode == 2, err
+    assert err.count("\n") == 1, err
+    assert f"sweep {out} is in use by pid {winner.pid} on {socket.gethostname()} since " in err
+    assert f"watch it with: offline_gitd sweep {spec} --out {out} --status --watch" in err
+
+    while winner.poll() is None and not (out / "sweep.json").exists():
+        time.sleep(0.1)
+    if winner.poll() is None:  # seen from elsewhere while it runs: read-only, no lock taken
+        assert f"driven by pid {winner.pid} on {socket.gethostname()}" in status_text(out)
+    output, err = winner.communicate(timeout=300)
+    assert winner.returncode == 0, output + err
+    assert "sweep finished: 2/2 done, 0 failed" in output
+
+    with (out / "board.csv").open() as handle:
+        board = list(csv.DictReader(handle))
+    keys = Counter((row["run_id"], row["seed"], row["step"]) for row in board)
+    assert len(board) == 2 * 200 // 50 and max(keys.values()) == 1  # 2 runs x 4 rows, each once
+    assert not (out / DRIVER_LOCK_FILE).exists()
+
+    capsys.readouterr()
+    assert main(["sweep", str(spec), "--out", str(out), "--status"]) == 0
+    status = capsys.readouterr().out
+    assert "no driver running" in status and "done 2" in status and status.count("4 rows on the board") == 2
