@@ -187,6 +187,24 @@ def test_the_heartbeat_is_renewed_and_a_holder_taken_over_stops_writing(tmp_path
         lock.release()
 
 
+def test_collect_into_a_run_directory_in_use_is_refused(tmp_path: Path, capsys) -> None:
+    """``collect --run-dir`` trains its behaviour agent there: the same lock, before any work."""
+    from offline_gitd.cli import main
+
+    run_dir = tmp_path / "agent"
+    holder, _ = hold(run_dir)
+    try:
+        argv = ["collect", "CartPole-v1", "--steps", "100", "--out", "offline_gitd/CartPole-v1/locked-v0"]
+        argv += ["--run-dir", str(run_dir), "--data-dir", str(tmp_path / "data"), "--no-progress"]
+        assert main(argv) == 2
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"run directory {run_dir} is in use by pid {holder.pid}" in err
+    assert not (run_dir / "config.json").exists()
+
+
 def test_a_failed_start_leaves_nothing_behind(tmp_path: Path) -> None:
     run_dir = tmp_path / "a" / "b" / "run"
     with pytest.raises(RuntimeError):

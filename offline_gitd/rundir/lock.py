@@ -51,6 +51,8 @@ STALE_BEATS = 3
 # still empty looks again for this long before naming an unknown holder.
 RECORD_WAIT_SECONDS = 2.0
 POLL_SECONDS = 0.2
+RECORD_BYTES = 1024
+COMMAND_CHARS = 600
 
 
 class LockBusy(UsageError):
@@ -298,9 +300,11 @@ class HolderLock:
             "since": self._since,
             "heartbeat": time.time(),
             "heartbeat_every_s": self.heartbeat,
-            "command": " ".join(sys.argv),
+            "command": " ".join(sys.argv)[:COMMAND_CHARS],
         }
-        data = (json.dumps(record, sort_keys=True) + "\n").encode()
+        # Padded to one length, so that a beat rewrites the record in place and a reader never
+        # sees the tail of a longer old record after a shorter new one.
+        data = (json.dumps(record, sort_keys=True) + "\n").encode().ljust(RECORD_BYTES)
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
         os.fsync(fd)
