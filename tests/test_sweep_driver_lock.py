@@ -83,3 +83,58 @@ def test_two_drivers_started_together_run_the_grid_once(tmp_path: Path, capsys) 
     assert main(["sweep", str(spec), "--out", str(out), "--status"]) == 0
     status = capsys.readouterr().out
     assert "no driver running" in status and "done 2" in status and status.count("4 rows on the board") == 2
+
+
+DRIVE = """
+import sys
+from pathlib import Path
+from offline_gitd.sweeps.driver_lock import sole_driver
+with sole_driver(Path(sys.argv[1]), Path(sys.argv[2])):
+    print("driving", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_status_watch_follows_a_live_driver_without_locking_and_ends_with_it(tmp_path: Path) -> None:
+    """A driver (a real process holding the sweep's lock) and a watcher in another process: the
+    watcher prints the state again at each change, and returns once the driver is gone."""
+    from offline_gitd.sweeps.spec import expand, load_spec
+    from offline_gitd.sweeps.state import SweepPaths, write_state
+
+    spec = tmp_path / "grid.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "sweep"
+    plans = expand(load_spec(spec))
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVE, str(spec), str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert driver.stdout.readline() == "driving\n"
+    write_state(out / "sweep.json", {"spec": str(spec), "runs": {plan.name: list(plan.argv) for plan in plans}})
+    before = sorted(path.name for path in out.rglob("*"))
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "offline_gitd.cli", "sweep", str(spec), "--out", str(out), "--status", "--watch"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def read_until(text: str) -> str:
+        lines = []
+        while not lines or text not in lines[-1]:
+            lines.append(watcher.stdout.readline())
+            assert lines[-1], "the watcher ended early"
+        return "".join(lines)
+
+    first = read_until(" | failed ")  # the first state, ending with its counts
+    assert f"driven by pid {driver.pid} on {socket.gethostname()}" in first and "queued 2 | running 0" in first
+    paths = SweepPaths(out)
+    write_state(paths.state(plans[0].name), {"status": "running", "argv": list(plans[0].argv), "node": "n1"})
+    second = read_until(" | failed ")
+    assert "running  attempt 1, node n1" in second and "queued 1 | running 1" in second
+    driver.stdin.close()
+    assert driver.wait(30) == 0
+    _, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    assert sorted(path.name for path in out.rglob("*") if path.name != "state" and path.parent.name != "state") == [
+        name for name in before if name != DRIVER_LOCK_FILE
+    ]
