@@ -5,6 +5,7 @@ taken over with one line, so a SIGKILL never blocks a resume."""
 from __future__ import annotations
 
 import csv
+import errno
 import fcntl
 import json
 import os
@@ -166,6 +167,27 @@ def test_another_hosts_lock_holds_while_its_heartbeat_is_fresh(tmp_path: Path, c
         pass
     err = capfd.readouterr().err
     assert "from pid 4242 on node-7.cluster" in err and "stale after 30 s" in err
+
+
+def test_without_file_locks_the_record_alone_tells(tmp_path: Path, monkeypatch, capfd) -> None:
+    """A network mount whose flock answers ENOLCK: a live holder on this host is known by its pid."""
+    run_dir = tmp_path / "run"
+    holder, _ = hold(run_dir)
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    try:
+        with pytest.raises(LockBusy, match=f"in use by pid {holder.pid}"):
+            with hold_run_dir(run_dir):
+                pass
+    finally:
+        holder.kill()
+        holder.wait(30)
+    with hold_run_dir(run_dir):
+        assert holder_pid(run_dir) == os.getpid()
+    assert f"from pid {holder.pid} on {socket.gethostname()}" in capfd.readouterr().err
 
 
 def test_the_heartbeat_is_renewed_and_a_holder_taken_over_stops_writing(tmp_path: Path) -> None:

@@ -51,6 +51,8 @@ STALE_BEATS = 3
 # still empty looks again for this long before naming an unknown holder.
 RECORD_WAIT_SECONDS = 2.0
 POLL_SECONDS = 0.2
+# flock's answers on a filesystem that has no file locks (some network mounts)
+NO_FILE_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
 RECORD_BYTES = 1024
 COMMAND_CHARS = 600
 
@@ -104,14 +106,16 @@ class Holder:
             return pid_alive(self.pid)
         return self.heartbeat_age() <= stale_after
 
-    def gone(self, locked: bool, stale_after: float) -> str | None:
+    def gone(self, locked: bool | None, stale_after: float) -> str | None:
         """Why this holder no longer holds the lock, or ``None`` when it is alive. ``locked``:
-        whether the kernel still holds the file's lock for some process."""
+        whether the kernel still holds the file's lock for some process (``None``: a filesystem
+        without file locks, where only the pid and the heartbeat tell)."""
         if self.host == socket.gethostname():
-            if not locked:
+            if locked is False:
                 return "it no longer runs" if not pid_alive(self.pid) else "it let go of the lock without removing it"
             if not pid_alive(self.pid):
-                return "it no longer runs (a process it started still keeps the lock file open)"
+                kept = " (a process it started still keeps the lock file open)" if locked else ""
+                return f"it no longer runs{kept}"
             return None
         age = self.heartbeat_age()
         if age > stale_after:
@@ -217,20 +221,27 @@ class HolderLock:
     def _try_once(self) -> bool:
         """One attempt: ``True`` when locked, ``False`` to look again at once (the file was
         replaced or removed under us); raises :class:`LockBusy`."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise UsageError(f"cannot lock {self.what}: {self.path}: {err.strerror or err}") from None
+        locked: bool | None = False  # whether the kernel holds the lock for another process
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
-            os.close(fd)
-            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                return self._locked_elsewhere()
+            if err.errno not in NO_FILE_LOCKS:
+                os.close(fd)
                 raise
-            return self._locked_elsewhere()
+            locked = None  # a filesystem without file locks: the record alone tells
         if not _same_file(fd, self.path):
             os.close(fd)
             return False
         previous = Holder.parse(os.pread(fd, 1 << 16, 0).decode("utf-8", "replace"))
         if previous is not None:
-            reason = previous.gone(locked=False, stale_after=self.stale_after)
+            reason = previous.gone(locked=locked, stale_after=self.stale_after)
             if reason is None:  # another host's live holder, on a filesystem whose lock stays on each host
                 os.close(fd)
                 raise self._busy(previous)
