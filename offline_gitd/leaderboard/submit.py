@@ -15,6 +15,8 @@ How the append is made safe (DESIGN §6):
   new header and its rows given an empty ``method_config`` ("not recorded"), when rows are added.
 - **All or nothing**: every row of every run directory is validated, and checked for duplicates
   within the input and against the board, before anything is written.
+- **Repeats**: a run whose ``results.csv`` holds rows written twice (two processes wrote the run at
+  once) gives each row once; rows of one run, seed and step that disagree are refused.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import fcntl
 import glob
 import io
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +36,7 @@ from pathlib import Path
 from offline_gitd.errors import UsageError
 from offline_gitd.input_paths import refuse_escaping_links
 from offline_gitd.leaderboard.reference import check_env
+from offline_gitd.leaderboard.repeats import describe_repeats, repeated_lines
 from offline_gitd.leaderboard.schema import COLUMNS, ResultRow, SchemaError, is_legacy, read_rows
 
 RESULTS_FILE = "results.csv"
@@ -73,7 +77,12 @@ def duplicate_keys(row: ResultRow) -> tuple[tuple[object, ...], tuple[object, ..
 
 
 def read_run(run_dir: Path, allow_new_env: bool) -> list[Located]:
-    """A run directory's validated rows; unknown suites and envs are refused with their line."""
+    """A run directory's validated rows; unknown suites and envs are refused with their line.
+
+    Rows a past race of two writers left twice are taken once, with one line on stderr; rows of
+    the same run, seed and step that disagree are refused naming both lines (docs/locks.md). The
+    file itself is the run's: resuming the run removes the repeats from it.
+    """
     path = run_dir / RESULTS_FILE
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: not a run directory")
@@ -81,6 +90,15 @@ def read_run(run_dir: Path, allow_new_env: bool) -> list[Located]:
     located = [Located(path, line, row) for line, row in read_rows(path)]
     if not located:
         raise SchemaError(f"{path}: no result rows")
+    repeats = repeated_lines(path, COLUMNS, [(item.line, item.row.to_record()) for item in located])
+    if repeats:
+        print(
+            f"offline_gitd: note: {describe_repeats(path, repeats)} (resuming the run removes them from the file)",
+            file=sys.stderr,
+            flush=True,
+        )
+        dropped = set(repeats)
+        located = [item for item in located if item.line not in dropped]
     for item in located:
         try:
             check_env(item.row.suite, item.row.env, allow_new_env)

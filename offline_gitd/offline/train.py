@@ -21,6 +21,7 @@ from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.loop import run_offline
 from offline_gitd.rundir.files import absolute, check_run_dir, resumed_config
 from offline_gitd.rundir.flags import Outputs
+from offline_gitd.rundir.lock import hold_run_dir
 
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
@@ -81,27 +82,28 @@ def train(
     """Train as ``cfg`` says (resolving domain defaults first) and return the run directory.
 
     Everything is validated (flags, run directory, dataset, network against observations) before
-    the run directory is written; ``command_line`` is recorded in its provenance; ``outputs`` says
+    the run directory is written, under its lock (docs/locks.md), held until the run ends; ``command_line`` is recorded in its provenance; ``outputs`` says
     where the scalars go besides ``metrics.csv`` (TensorBoard, wandb).
     """
     from offline_gitd.data.datasets import open_offline_data
 
     cfg = absolute_paths(cfg)
-    check_run_dir(Path(cfg.out), resume, overwrite)
-    cfg = resolve_config(cfg)
-    data = open_offline_data(cfg)
-    check_torso(cfg.torso, data.spaces.obs_shape, data.description)
-    family = build_family(cfg, data)
-    return run_offline(
-        cfg,
-        data,
-        family,
-        resume=resume,
-        progress=progress,
-        overwrite=overwrite,
-        command_line=command_line,
-        outputs=outputs,
-    )
+    with hold_run_dir(Path(cfg.out)):  # the run's one writer, from its first check to its last row
+        check_run_dir(Path(cfg.out), resume, overwrite)
+        cfg = resolve_config(cfg)
+        data = open_offline_data(cfg)
+        check_torso(cfg.torso, data.spaces.obs_shape, data.description)
+        family = build_family(cfg, data)
+        return run_offline(
+            cfg,
+            data,
+            family,
+            resume=resume,
+            progress=progress,
+            overwrite=overwrite,
+            command_line=command_line,
+            outputs=outputs,
+        )
 
 
 def absolute_paths(cfg: OfflineConfig) -> OfflineConfig:

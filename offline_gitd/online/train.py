@@ -8,6 +8,7 @@ TDRC -> QRC / SACRC, i-TD -> i-DQN / i-SAC, Gi-TD -> Gi-DQN / Gi-SAC.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -69,28 +70,33 @@ def train(
     trust_pickles: bool = False,
 ) -> Path:
     """Run ``cfg`` (resolving the env's defaults first) and return the run directory; nothing is
-    written until the flags, the run directory, the env and the networks have been checked.
+    written until the flags, the run directory, the env and the networks have been checked, and
+    the run directory is locked for this process alone until the run ends (docs/locks.md).
     ``trust_pickles``: a resume may read the pickled host states of older versions (they can run
     code when read: docs/bounds.md#run-directories-are-data)."""
     from offline_gitd.online.loop import run_online
     from offline_gitd.rundir.files import absolute, check_run_dir
+    from offline_gitd.rundir.lock import hold_run_dir
 
     if cfg.out:
         cfg = dataclasses.replace(cfg, out=absolute(cfg.out))
-        check_run_dir(Path(cfg.out), resume, overwrite)
-    cfg, info = resolve_config(cfg)
-    return run_online(
-        cfg,
-        info,
-        build_family(cfg, info),
-        resume=resume,
-        progress=progress,
-        wrap_env=wrap_env,
-        overwrite=overwrite,
-        command_line=command_line,
-        outputs=outputs,
-        trust_pickles=trust_pickles,
-    )
+    # the run's one writer (docs/locks.md), from its first check to its last row
+    with hold_run_dir(Path(cfg.out)) if cfg.out else contextlib.nullcontext():
+        if cfg.out:
+            check_run_dir(Path(cfg.out), resume, overwrite)
+        cfg, info = resolve_config(cfg)
+        return run_online(
+            cfg,
+            info,
+            build_family(cfg, info),
+            resume=resume,
+            progress=progress,
+            wrap_env=wrap_env,
+            overwrite=overwrite,
+            command_line=command_line,
+            outputs=outputs,
+            trust_pickles=trust_pickles,
+        )
 
 
 def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OnlineConfig:

@@ -19,7 +19,9 @@ from typing import Any
 
 from offline_gitd.errors import ConfigError, UsageError
 from offline_gitd.input_paths import read_json_file, refuse_escaping_links
+from offline_gitd.leaderboard.repeats import repeated_lines
 from offline_gitd.leaderboard.schema import COLUMNS
+from offline_gitd.rundir.lock import RUN_LOCK_FILE
 from offline_gitd.rundir.seals import (
     DiskFull,
     write_bytes_atomic,
@@ -66,9 +68,16 @@ def check_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
 def start_run_dir(run_dir: Path, config: Mapping[str, Any], overwrite: bool) -> None:
     """Create the run directory and its ``config.json``, once the run has started (its config
     resolved, its data loaded, its networks built), so a failed start leaves nothing behind.
-    ``overwrite`` first removes the run that was there (only a directory holding a run)."""
+    ``overwrite`` first removes the run that was there (only a directory holding a run), all but
+    its lock file, which this run holds (docs/locks.md)."""
     if overwrite and holds_run(run_dir):
-        shutil.rmtree(run_dir)
+        for entry in run_dir.iterdir():
+            if entry.name == RUN_LOCK_FILE:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / CONFIG_FILE, config)
 
@@ -200,6 +209,36 @@ class CsvLog:
                 f"cannot write {self.path}: {err.strerror or err}; the checkpoints are intact: "
                 "make room, then continue the run with --resume"
             ) from None
+
+    def drop_repeats(self) -> list[int]:
+        """Remove rows that repeat an earlier row of the same run, seed and step exactly (two
+        processes wrote this run at once) and return their line numbers; rows that disagree are
+        refused naming both lines (:func:`~offline_gitd.leaderboard.repeats.repeated_lines`).
+        Every other line, a torn last one included, is kept byte for byte."""
+        if not self.path.exists():
+            return []
+        with self.path.open(newline="") as f:
+            lines = f.read().splitlines(keepends=True)
+        reader = csv.reader(lines)
+        header = next(reader, None)
+        if header is None:
+            return []
+        rows, spans, start = [], {}, reader.line_num + 1
+        for values in reader:
+            if len(values) == len(header):  # a torn row is left to drop_after
+                rows.append((start, values))
+                spans[start] = range(start, reader.line_num + 1)
+            start = reader.line_num + 1
+        repeats = repeated_lines(self.path, header, rows)
+        if not repeats:
+            return []
+        dropped = {line for first in repeats for line in spans[first]}
+        kept = "".join(text for number, text in enumerate(lines, start=1) if number not in dropped)
+        try:
+            write_bytes_atomic(self.path, kept.encode())
+        except OSError as err:
+            raise DiskFull(f"cannot rewrite {self.path}: {err.strerror or err}; it is unchanged") from None
+        return repeats
 
     def drop_after(self, column: str, last_kept: int) -> None:
         """Remove rows whose ``column`` exceeds ``last_kept`` (epochs never checkpointed), and a

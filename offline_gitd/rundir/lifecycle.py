@@ -2,14 +2,17 @@
 
 A run starts (or resumes) its directory once its networks exist, so a network that does not fit
 the data fails before anything is written; restores the newest intact checkpoint; appends metric,
-result (and, online, episode) rows, trimming rows past the checkpoint it resumed from; streams the
-same rows as scalars; stops with one line, naming the last good checkpoint, when a loss stops being
-finite; saves sealed checkpoints; and closes its scalar writers. Both loops call this one class,
-so a rule of the run directory (docs/architecture.md#runs-are-self-contained) is written once.
+result (and, online, episode) rows, trimming rows past the checkpoint it resumed from and rows a
+past race of two writers left twice; streams the same rows as scalars; stops with one line, naming
+the last good checkpoint, when a loss stops being finite; saves sealed checkpoints; and closes its
+scalar writers. Both loops call this one class, so a rule of the run directory
+(docs/architecture.md#runs-are-self-contained) is written once. Its one writer holds the run
+directory's lock (docs/locks.md) for the whole run; each write first checks it still does.
 """
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +24,7 @@ from offline_gitd.errors import UsageError
 from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.files import METRICS_FILE, RESULT_COLUMNS, RESULTS_FILE, CsvLog, open_run_dir, result_row
 from offline_gitd.rundir.flags import Outputs
+from offline_gitd.rundir.lock import check_run_dir_held
 from offline_gitd.rundir.provenance import collect as collect_provenance
 from offline_gitd.rundir.scalars import ScalarLog
 from offline_gitd.version import __version__
@@ -101,6 +105,7 @@ class RunLifecycle:
 
     def open(self) -> dict[str, Any]:
         """Write ``config.json`` (new run, or the resume appended) and return what it now says."""
+        check_run_dir_held(self.run_dir)
         self.provenance = open_run_dir(self.run_dir, self.record, self.made_by, self.resume, self.overwrite)
         self.checkpoints = Checkpoints(self.run_dir, self.outputs.keep_checkpoints)
         return self.provenance
@@ -119,8 +124,19 @@ class RunLifecycle:
             "results": CsvLog(self.run_dir / RESULTS_FILE, RESULT_COLUMNS),
             **{name: CsvLog(self.run_dir / file, columns) for name, (file, columns) in self.extra_logs.items()},
         }
+        repeated = []
         for log in self.logs.values():
-            log.drop_after("step", start)
+            log.drop_after("step", start)  # first: rows past the checkpoint are recomputed, repeated or not
+            lines = log.drop_repeats()
+            if lines:
+                repeated.append(f"{len(lines)} from {log.path.name}")
+        if repeated:
+            print(
+                f"offline_gitd: note: removed rows written twice by two processes ({', '.join(repeated)}) "
+                f"in {self.run_dir}; each kept once",
+                file=sys.stderr,
+                flush=True,
+            )
         self.scalars = ScalarLog(
             self.run_dir,
             seeds,
@@ -136,6 +152,7 @@ class RunLifecycle:
 
     def write(self, metric_rows: list[dict[str, Any]], result_rows: list[dict[str, Any]], **extra: list) -> None:
         """Append one logging window's rows (extra CSVs first) and stream the metrics as scalars."""
+        check_run_dir_held(self.run_dir)  # a writer whose lock was taken over stops here
         for name, rows in extra.items():
             self.logs[name].append(rows)
         self.logs["metrics"].append(metric_rows)
@@ -156,6 +173,7 @@ class RunLifecycle:
         )
 
     def save(self, step: int, state: Any) -> None:
+        check_run_dir_held(self.run_dir)
         self.checkpoints.save(step, state)
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ EXAMPLES = """examples:
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (again: continues where it stopped)
   offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --partition cpu --time 01:00:00
   offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --dry-run   (the job scripts)
+  offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep --status --watch  (follow a sweep driven elsewhere)
 
 A spec (see sweeps/*.toml) names the command (train, online dqn, online sac), [fixed] fields, a [grid]
 of fields whose lists are crossed, the board, [resources] per run, and for train [[collect]] datasets.
@@ -23,6 +24,7 @@ Runs go to OUT/runs/NAME (named from the grid's varying fields), their output to
 and every finished run is submitted once to the board (OUT/leaderboard.csv unless the spec says).
 With --backend slurm each run is an element of an sbatch job array (docs/sweeps-slurm.md): the driver
 may exit; running it again submits only what is neither done nor queued and collects what finished.
+A sweep has one driver: a second one on the same --out is refused and names the first.
 """
 
 
@@ -81,6 +83,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--dry-run", action="store_true", help="print the table of runs and their commands; run nothing"
     )
+    parser.add_argument(
+        "--status",
+        action="store_true",
+        help="print the state of the sweep in --out (its driver, each run) and exit; reads only, locks "
+        "nothing: the way to look at a sweep another process is driving",
+    )
+    parser.add_argument("--watch", action="store_true", help="with --status: print it again at each change")
     parser.set_defaults(func=handle)
 
 
@@ -110,6 +119,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.data_dir:
         spec = dataclasses.replace(spec, data_dir=args.data_dir)
     out = args.out or Path("runs") / args.spec.stem
+    if args.status:
+        from offline_gitd.sweeps.watch import show_status
+
+        return show_status(out, args.watch)
+    from offline_gitd.sweeps.driver_lock import sole_driver
+
     if args.backend == "slurm":
         from offline_gitd.sweeps.slurm import SlurmOptions, dry_run, run_slurm
 
@@ -125,10 +140,12 @@ def handle(args: argparse.Namespace) -> int:
             dry_run(spec, options)
             print(f"{len(expand(spec))} runs; nothing was submitted (--dry-run)")
             return 0
-        return run_slurm(spec, options)
+        with sole_driver(args.spec, out):  # one driver per --out (docs/locks.md)
+            return run_slurm(spec, options)
     if args.dry_run:
         plans = expand(spec)
         print(plan_table(spec, plans, SweepPaths(out.absolute())))
         print(f"{len(plans)} runs; nothing was run (--dry-run)")
         return 0
-    return run_sweep(spec, SweepOptions(out=out, address=args.address, max_parallel=args.max_parallel))
+    with sole_driver(args.spec, out):  # one driver per --out (docs/locks.md)
+        return run_sweep(spec, SweepOptions(out=out, address=args.address, max_parallel=args.max_parallel))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from offline_gitd.errors import UsageError
+from offline_gitd.sweeps.damaged import not_on_board
 from offline_gitd.sweeps.spec import RunPlan, SweepSpec, expand
 from offline_gitd.sweeps.state import SweepPaths, read_state, update_state, write_state
 from offline_gitd.sweeps.status import StatusTable
@@ -107,13 +108,20 @@ def submit_run(spec: SweepSpec, paths: SweepPaths, plan: RunPlan) -> int:
     return report.added[run_dir]
 
 
-def settle_complete(sweep: Sweep, table: StatusTable, stream: TextIO) -> list[RunPlan]:
-    """Mark the complete runs done (submitting any the board still lacks) and say what is left."""
+def settle_complete(sweep: Sweep, table: StatusTable, stream: TextIO) -> tuple[list[RunPlan], list[tuple[str, str]]]:
+    """Mark the complete runs done (submitting any the board still lacks) and say what is left to
+    run; a done run the board refuses (damaged by a past race) is reported, and the rest go on."""
     todo = []
+    damaged: list[tuple[str, str]] = []
     for plan in sweep.plans:
         if is_complete(sweep.paths, plan):
             if not read_state(sweep.paths.state(plan.name)).get("submitted"):
-                submit_run(sweep.spec, sweep.paths, plan)
+                try:
+                    submit_run(sweep.spec, sweep.paths, plan)
+                except UsageError as err:
+                    damaged.append((plan.name, not_on_board(plan, sweep.paths, err)))
+                    table.state[plan.name] = "failed"
+                    continue
             table.state[plan.name] = "done"
         else:
             todo.append(plan)
@@ -123,9 +131,9 @@ def settle_complete(sweep: Sweep, table: StatusTable, stream: TextIO) -> list[Ru
         file=stream,
         flush=True,
     )
-    if not todo:
+    if not todo and not damaged:
         print(f"nothing to do: every run is done and on its board ({sweep.boards})", file=stream)
-    return todo
+    return todo, damaged
 
 
 def run_entry(plan: RunPlan, paths: SweepPaths, sweep_id: str, gpus: float) -> dict[str, Any]:
@@ -166,12 +174,15 @@ def collect_line(entry: dict[str, Any], outcome: dict[str, Any], paths: SweepPat
 def record_outcome(
     sweep: Sweep, plan: RunPlan, outcome: dict[str, Any], table: StatusTable, failures: list[tuple[str, str]]
 ) -> None:
-    """A run's entry has ended: a done run goes on its board now; a failure is reported."""
-    if outcome["status"] == "done":
+    """A run's entry has ended: a done run goes on its board now; a run another process writes is
+    left to it (docs/locks.md); a failure is reported."""
+    if outcome["status"] == "busy":
+        outcome = {**outcome, "error": f"left to its holder: {outcome['error']}"}
+    elif outcome["status"] == "done":
         try:
             rows = submit_run(sweep.spec, sweep.paths, plan)
-        except UsageError as err:  # e.g. a run with --eval-episodes 0 has no rows
-            outcome = {"status": "failed", "error": f"finished, but not on the board: {err}"}
+        except UsageError as err:  # a run with --eval-episodes 0 has no rows; a damaged one
+            outcome = {"status": "failed", "error": not_on_board(plan, sweep.paths, err)}
         else:
             table.set(plan.name, "done", f"{outcome.get('seconds', 0):.0f}s, {rows} rows on the board")
     if outcome["status"] != "done":

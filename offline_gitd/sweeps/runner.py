@@ -162,8 +162,10 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     sweep = open_sweep(spec, options.out)
     sweep_id = uuid.uuid4().hex[:12]
     table = StatusTable([plan.name for plan in sweep.plans], stream)
-    todo = settle_complete(sweep, table, stream)
+    todo, damaged = settle_complete(sweep, table, stream)
     if not todo:
+        if damaged:  # nothing left to run: only runs the board refused
+            return summary(sweep, table, damaged, stream)
         return 0
     ray = _init_ray(options.address)
     try:
@@ -172,7 +174,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
         if not _collect(ray, sweep, sweep_id, table):
             return 1
-        failures = _run_grid(ray, sweep, todo, sweep_id, options.max_parallel, table)
+        failures = damaged + _run_grid(ray, sweep, todo, sweep_id, options.max_parallel, table)
     except KeyboardInterrupt:
         table.close()
         print(f"interrupted; run the same command again to continue the sweep in {sweep.paths.root}", file=sys.stderr)

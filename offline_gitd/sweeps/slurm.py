@@ -212,9 +212,9 @@ def run_slurm(spec: SweepSpec, options: SlurmOptions, stream: TextIO | None = No
     sweep = open_sweep(spec, options.out)
     layout = Layout(sweep.paths.root)
     table = StatusTable([plan.name for plan in sweep.plans], stream)
-    todo = settle_complete(sweep, table, stream)
+    todo, damaged = settle_complete(sweep, table, stream)
     if not todo:
-        return 0
+        return summary(sweep, table, damaged, stream) if damaged else 0
     jobs: dict[str, Any] = read_state(layout.jobs)
     states = job_states([record["job"] for record in jobs.values()])
     collect = collect_entries(spec, sweep.paths, "")
@@ -237,7 +237,7 @@ def run_slurm(spec: SweepSpec, options: SlurmOptions, stream: TextIO | None = No
         print(f"jobs submitted; run the same command again to collect what finished ({sweep.boards})", file=stream)
         return 0
     try:
-        failures = _follow(sweep, layout, tracked, table)
+        failures = damaged + _follow(sweep, layout, tracked, table)
     except KeyboardInterrupt:
         table.close()
         print(

@@ -9,10 +9,12 @@ parsed by the package's own parser and run in-process: ``train ... --out RUN_DIR
 the same with ``--resume`` when the run directory already holds a started run (a retry after a
 lost worker, or a sweep re-run after a crash), so a run continues from its own checkpoints.
 
-The task records its state (running, then done or failed) beside the run and sends the run's
-output to ``logs/NAME.log``; a failure becomes a returned outcome with the last line of its
-error, never an exception, so Ray retries only what it should: a task whose worker or node died
-(and SLURM requeues only a job whose node failed or that was preempted). Nothing here imports JAX at module level: the device settings must be in place before it loads.
+The task holds the run directory's lock throughout (docs/locks.md; a run another process is
+writing is left to it: outcome ``busy``), records its state (running, then done or failed) beside
+the run and sends the run's output to ``logs/NAME.log``; a failure becomes a returned outcome with
+the last line of its error, never an exception, so Ray retries only what it should: a task whose
+worker or node died (and SLURM requeues only a job whose node failed or that was preempted).
+Nothing here imports JAX at module level: the device settings must be in place before it loads.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from offline_gitd.rundir.lock import HEARTBEAT_SECONDS, STALE_BEATS, LockBusy, hold_run_dir
 from offline_gitd.sweeps.state import SweepPaths, now, read_state, update_state
 
 CONFIG_FILE = "config.json"
@@ -92,15 +95,34 @@ def execute(name: str, argv: list[str], root: str, sweep_id: str, gpus: float, r
     """
     _device_settings(gpus)
     paths = SweepPaths(Path(root))
-    state_path = paths.state(name)
-    previous = read_state(state_path)
+    previous = read_state(paths.state(name))
     retried = previous.get("status") == "running" and previous.get("sweep_id") == sweep_id
     attempt = previous.get("attempt", 0) + 1 if retried else 1
-    command = list(argv)
-    if resumable:
-        run_dir = paths.run_dir(name)
-        resume = (run_dir / CONFIG_FILE).exists()
-        command += ["--out", str(run_dir), "--no-progress"] + (["--resume"] if resume else [])
+    if not resumable:
+        return _run_entry(name, list(argv), argv, paths, sweep_id, attempt)
+    run_dir = paths.run_dir(name)
+    # The run's one writer from here (docs/locks.md). A retry after a lost node may find the lost
+    # attempt's lock not yet stale, and waits that out; anyone else's run is left to its holder.
+    wait = HEARTBEAT_SECONDS * (STALE_BEATS + 1) if retried else 0.0
+    try:
+        with hold_run_dir(run_dir, wait=wait):
+            resume = (run_dir / CONFIG_FILE).exists()
+            command = [*argv, "--out", str(run_dir), "--no-progress"] + (["--resume"] if resume else [])
+            return _run_entry(name, command, argv, paths, sweep_id, attempt)
+    except LockBusy as busy:
+        return {"name": name, "status": "busy", "error": str(busy), "seconds": 0.0, "attempt": 0}
+
+
+def _run_entry(
+    name: str,
+    command: list[str],
+    argv: list[str],
+    paths: SweepPaths,
+    sweep_id: str,
+    attempt: int,
+) -> dict[str, Any]:
+    """Run ``command`` as entry ``name``, recording its state before and after."""
+    state_path = paths.state(name)
     update_state(
         state_path,
         name=name,
