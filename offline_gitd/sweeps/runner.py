@@ -8,7 +8,8 @@ Tune: a run here is a whole command with its own epochs, checkpoints and resume,
 reporting to a tuner, and Tune's trial directories, searchers and schedulers would all sit unused
 beside the run directories the package already defines.
 
-Without ``--address`` the sweep starts an embedded local Ray instance (``ray.init()``); with one
+Without ``--address`` the sweep starts an embedded local Ray instance (``ray.init(address="local")``,
+never a cluster that happens to run on the machine); with one
 it joins that cluster. Run directories, logs, states and the board live under ``--out``, which
 on a cluster must be a path every node reaches (a shared filesystem).
 
@@ -129,7 +130,11 @@ def _init_ray(address: str | None) -> Any:
     # sweep user (docs/sweeps.md#on-a-cluster says what it means), so it is not printed each time.
     logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, include_dashboard=False)
+        # "local": a new embedded instance even where RAY_ADDRESS or a cluster started on this
+        # machine (ray start) would otherwise be joined silently by a sweep given no --address.
+        ray.init(
+            address=address or "local", log_to_driver=False, logging_level=logging.WARNING, include_dashboard=False
+        )
     except ConnectionError as err:
         hint = ""
         if os.environ.get("RAY_AUTH_MODE") != "token":
