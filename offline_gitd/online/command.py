@@ -31,6 +31,8 @@ COLLECT_EXAMPLES = """examples:
   offline_gitd collect LunarLander-v3 --steps 100000 --out offline_gitd/LunarLander-v3/dqn-v0
   offline_gitd collect MountainCar-v0 --steps 100000 --out offline_gitd/MountainCar-v0/dqn-v0 --data-dir D
   offline_gitd collect Pendulum-v1 --policy sac --steps 20000 --out offline_gitd/Pendulum-v1/sac-v0
+  offline_gitd collect MinAtar/Breakout-v1 --policy dqn --steps 200000 --checkpoint-every 20000 \
+      --out offline_gitd/MinAtar-Breakout-v1/dqn-replay-v0   (DQN replay, the RL Unplugged way)
   offline_gitd train --dataset minari:offline_gitd/LunarLander-v3/dqn-v0 --critic gitd --out runs/ll
 """
 
@@ -77,7 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     collect.add_argument(
-        "env_id", metavar="ENV_ID", help="gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1"
+        "env_id",
+        metavar="ENV_ID",
+        help="gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1, MinAtar/Breakout-v1",
     )
     collect.add_argument("--steps", type=int, required=True, help="environment steps to record")
     collect.add_argument("--out", required=True, help="Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0")
@@ -102,6 +106,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     collect.add_argument(
         "--run-dir", default=None, help="keep the behaviour agent's run directory here (default: a temporary one)"
+    )
+    collect.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help=(
+            "cut the logged replay into checkpoints of N env steps, kept in the dataset with the behaviour "
+            "agent's mean return per checkpoint, so train --fraction p keeps the first p of each checkpoint "
+            "(the RL Unplugged protocol; default: no checkpoints)"
+        ),
     )
     collect.add_argument("--overwrite", action="store_true", help="replace an existing local dataset with this id")
     add_output_arguments(collect, checkpoints=False)
@@ -166,6 +181,7 @@ def _collect(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         run_dir=args.run_dir,
         overwrite=args.overwrite,
+        checkpoint_every=args.checkpoint_every,
     )
     where = collect(request, progress=args.progress, outputs=outputs_from_args(args))
     print(f"dataset {args.out} written to {where}")

@@ -91,10 +91,12 @@ class SeedSlot:
 
 def _new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
     spaces = info.spaces
-    # Atari rows are single frames (the newest of each stack); vectors are stored whole.
-    obs_shape, obs_dtype = (
-        (spaces.obs_shape[:2], np.uint8) if info.frames else ((int(np.prod(spaces.obs_shape)),), np.float32)
-    )
+    # Atari rows are single frames (the newest of each stack); images (MinAtar) and vectors are
+    # stored whole, images as uint8 and never stacked.
+    if info.frames:
+        obs_shape, obs_dtype = spaces.obs_shape[:2], np.uint8
+    else:
+        obs_shape, obs_dtype = info.input_shape, np.uint8 if info.images else np.float32
     if spaces.action_kind == "continuous":
         store = EpisodeStore(obs_shape, obs_dtype, (spaces.action_size,), np.float32)
     else:
@@ -113,7 +115,9 @@ def _new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
 
 
 def _observe(info: EnvInfo, obs: np.ndarray) -> np.ndarray:
-    return np.asarray(obs) if info.frames else np.asarray(obs, np.float32).reshape(-1)
+    if info.frames or info.images:
+        return np.asarray(obs)
+    return np.asarray(obs, np.float32).reshape(-1)
 
 
 def _row(info: EnvInfo, obs: np.ndarray) -> np.ndarray:
