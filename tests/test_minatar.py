@@ -205,3 +205,16 @@ def test_bad_checkpoint_every_is_refused(tmp_path, capsys) -> None:
     argv = ["collect", "MinAtar/Breakout-v1", "--steps", "10", "--checkpoint-every", "0", "--out", "x/y-v0"]
     assert main([*argv, "--data-dir", str(tmp_path)]) != 0
     assert "--checkpoint-every must be >= 1" in capsys.readouterr().err
+
+
+def test_online_dqn_on_minatar_trains_the_minatar_torso_and_evaluates(tmp_path, capsys) -> None:
+    run = str(tmp_path / "run")
+    argv = ["online", "dqn", "--env", "MinAtar/Breakout-v1", "--critic", "td", "--steps", "200"]
+    argv += ["--initial-samples", "50", "--log-every", "100", "--checkpoint-every", "200", "--out", run]
+    assert main([*argv, "--no-progress"]) == 0
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["config"]["torso"] == "minatar" and config["config"]["epsilon_end"] == 0.1
+    assert (tmp_path / "run" / "results.csv").read_text().splitlines()[1].startswith("minatar,Breakout-v1,dqn,td")
+    capsys.readouterr()
+    assert main(["evaluate", run, "--episodes", "1"]) == 0
+    assert "return" in capsys.readouterr().out
