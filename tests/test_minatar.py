@@ -150,6 +150,7 @@ def dqn_replay(tmp_path_factory):
     """2,000 MinAtar Breakout steps of a DQN agent's replay, cut every 500 env steps."""
     data_dir = tmp_path_factory.mktemp("data")
     argv = ["collect", "MinAtar/Breakout-v1", "--policy", "dqn", "--steps", "2000", "--checkpoint-every", "500"]
+    argv += ["--epsilon-steps", "1000", "--utd", "1/4", "--run-dir", str(data_dir / "behaviour")]
     assert main([*argv, "--out", REPLAY, "--data-dir", str(data_dir), "--no-progress"]) == 0
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MINARI_DATASETS_PATH", str(data_dir / "minari"))
@@ -170,6 +171,8 @@ def logged_checkpoints(dataset, every):
 def test_dqn_replay_keeps_the_first_tenth_of_each_checkpoint(dqn_replay, tmp_path) -> None:
     import minari
 
+    behaviour = json.loads((dqn_replay / "behaviour" / "config.json").read_text())["config"]
+    assert (behaviour["epsilon_steps"], behaviour["utd"], behaviour["epsilon_end"]) == (1000, 0.25, 0.1)
     dataset = minari.load_dataset(REPLAY)
     metadata = dataset.storage.metadata
     assert dataset.total_steps == 2000 and metadata["checkpoint_every"] == 500

@@ -64,6 +64,10 @@ class CollectRequest:
     run_dir: str | None = None
     overwrite: bool = False
     checkpoint_every: int | None = None  # env steps per checkpoint of the logged replay
+    # The behaviour agent's schedule where the domain's table does not fit a shorter recording
+    # (None: the table's): env steps of epsilon's decay, updates per env step.
+    epsilon_steps: int | None = None
+    utd: float | None = None
 
 
 def _code_version() -> str:
@@ -179,6 +183,8 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
         out=str(run_dir),
         # A random policy is the online loop with every step an initial random sample (no update).
         initial_samples=request.steps if policy == "random" else None,
+        epsilon_steps=request.epsilon_steps,
+        utd=request.utd,
     )
     collectors: list[Any] = []
 

@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields
+from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields, parse_ratio
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.rundir.flags import add_output_arguments, add_run_arguments, outputs_from_args, start_run
 
@@ -118,6 +118,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "(the RL Unplugged protocol; default: no checkpoints)"
         ),
     )
+    collect.add_argument(
+        "--epsilon-steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="behaviour DQN: env steps of epsilon's linear decay (default: the env's table)",
+    )
+    collect.add_argument(
+        "--utd",
+        type=parse_ratio,
+        default=None,
+        help="behaviour agent: updates per env step, an integer or 1/n (default: the env's table)",
+    )
     collect.add_argument("--overwrite", action="store_true", help="replace an existing local dataset with this id")
     add_output_arguments(collect, checkpoints=False)
     collect.set_defaults(func=_collect)
@@ -182,6 +195,8 @@ def _collect(args: argparse.Namespace) -> int:
         run_dir=args.run_dir,
         overwrite=args.overwrite,
         checkpoint_every=args.checkpoint_every,
+        epsilon_steps=args.epsilon_steps,
+        utd=args.utd,
     )
     where = collect(request, progress=args.progress, outputs=outputs_from_args(args))
     print(f"dataset {args.out} written to {where}")

@@ -46,6 +46,8 @@ COLLECT_KEYS = {
     "seed": int,
     "horizon": int,
     "checkpoint_every": int,
+    "epsilon_steps": int,
+    "utd": str,
 }
 RESOURCE_KEYS = {"cpus": (int, float), "gpus": (int, float), "retries": int, "seeds_per_run": int}
 # What a resumed run may change (DESIGN §9): its length. A finished run with a longer length in
