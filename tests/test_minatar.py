@@ -221,3 +221,6 @@ def test_online_dqn_on_minatar_trains_the_minatar_torso_and_evaluates(tmp_path, 
     capsys.readouterr()
     assert main(["evaluate", run, "--episodes", "1"]) == 0
     assert "return" in capsys.readouterr().out
+    board = str(tmp_path / "board.csv")  # suite minatar is known to the board: no --allow-new-env
+    assert main(["leaderboard", "submit", run, "--board", board]) == 0
+    assert (tmp_path / "board.csv").read_text().count("\nminatar,Breakout-v1,dqn,td,") == 2  # steps 100, 200
