@@ -11,7 +11,7 @@ CRITIC_KINDS = ("td", "tdrc", "itd", "gitd")
 DEFAULT_K = {"td": 1, "tdrc": 1, "itd": 5, "gitd": 5}
 # How the heads sit on the torso (docs/critics.md#head-layouts).
 HEAD_LAYOUTS = ("shared_linear", "shared_nonlinear", "independent")
-TORSOS = ("nature", "impala", "impala-gap", "mlp")
+TORSOS = ("nature", "impala", "impala-gap", "minatar", "mlp")
 # How updates reach compiled code: a lax.scan over a chunk, a loop over the jitted step, or the
 # faster of the two for the torso and backend.
 DRIVERS = ("auto", "scan", "loop")

@@ -177,8 +177,8 @@ class Run:
         def make_env(seed: int, **make_kw: Any) -> Any:
             return make_online_env(cfg, info, seed, **make_kw)
 
-        epsilon = ATARI_EVAL_EPSILON if info.frames else 0.0
-        return build_family(cfg, info), make_env, not info.frames, epsilon
+        epsilon = ATARI_EVAL_EPSILON if info.domain in ("atari", "minatar") else 0.0
+        return build_family(cfg, info), make_env, not (info.frames or info.images), epsilon
 
     def policy(self, seed: int | None = None, epoch: int | None = None) -> Callable[[np.ndarray], Any]:
         """One observation (as the env returns it) -> one action (as the env takes it), greedy.

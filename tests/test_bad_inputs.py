@@ -175,7 +175,7 @@ CASES: list[tuple[list[str], str]] = [
     (["online", "dqn", "--env", "NoSuchEnv-v0", "--out", "D"], "unknown environment 'NoSuchEnv-v0'"),
     (["online", "dqn", "--env", "Pendulum-v1", "--out", "D"], "Pendulum-v1 has continuous actions"),
     (["online", "dqn", "--env", "", "--out", "D"], "--env ENV_ID is required"),
-    ([*ON, "--torso", "nature"], "CartPole-v1 has vector observations: use --torso mlp"),
+    ([*ON, "--torso", "nature"], "CartPole-v1 has vector observations of shape (4,): use --torso mlp"),
     ([*ON, "--replay-size", "1"], "--replay-size must be >= 2"),
     ([*ON, "--checkpoint-every", "7", "--log-every", "5"], "must be a multiple of --log-every"),
     ([*ON, "--epsilon-start", "2"], "--epsilon-start must be in [0, 1]"),

@@ -1,6 +1,7 @@
 """The paper's hyperparameter tables, offline and online, side by side (docs/reproducing.md).
 
-One dict per table and domain: ``atari`` (RL Unplugged / ALE), ``gym`` (the LunarLander and
+One dict per table and domain: ``atari`` (RL Unplugged / ALE), ``minatar`` (MinAtar: Young & Tian
+2019's DQN, adapted where the paper has no MinAtar table; docs/minatar.md), ``gym`` (the LunarLander and
 MountainCar ablation and data-collection tables), ``continuous`` (the MuJoCo SAC table). A run's
 config fills every field it leaves unset (``None``) from its domain's row here, so these values
 are what ``--help`` calls "domain default" and what ``config.json`` records once resolved.
@@ -30,6 +31,31 @@ OFFLINE_DEFAULTS: dict[str, dict[str, Any]] = {
         eval_epsilon=0.001,
         clip_rewards=True,
         horizon=27_000,
+    ),
+    # MinAtar: no table in the paper; ours, each value's source said. cql_alpha = 0.1, fraction = 0.1
+    # (the first 10% of each checkpoint), eval_epsilon = 0.001 and Adam: the paper's offline Atari
+    # table. T = 250 updates: the paper's offline/online target-period ratio (2,000 / 8,000) applied
+    # to Young & Tian's 1,000. lr = 2.5e-4 and batch 32: Young & Tian's DQN (their RMSProp replaced
+    # by Adam, as the paper's tables use it), adam_eps = 3.125e-4 as in the offline Atari table.
+    # Ours: steps_per_epoch, epochs (sized for a CPU), no reward clipping (MinAtar's rewards are
+    # already small integers and Young & Tian do not clip) and a 10,000-step evaluation cap (a
+    # MinAtar game has no time limit of its own; a good Breakout agent could play on forever).
+    "minatar": dict(
+        T=250,
+        cql_alpha=0.1,
+        lr=2.5e-4,
+        adam_eps=3.125e-4,
+        batch_size=32,
+        torso="minatar",
+        mlp_hidden="256,256",
+        heads="shared_linear",
+        fraction=0.1,
+        steps_per_epoch=10_000,
+        epochs=10,
+        eval_episodes=10,
+        eval_epsilon=0.001,
+        clip_rewards=False,
+        horizon=10_000,
     ),
     "gym": dict(
         T=1000,
@@ -77,6 +103,12 @@ OFFLINE_DEFAULTS: dict[str, dict[str, Any]] = {
 #   epoch length). Any other discrete vector env (CartPole-v1) gets the LunarLander row with an
 #   FC 128-128 torso: our choice, documented, not the paper's.
 # continuous: the MuJoCo SAC table (independent networks for all but TDRC; T = 1 with tau).
+# minatar: Young & Tian (2019)'s DQN: batch 32, replay 100,000, target update every 1,000 updates
+#   (T = 1,000 at one update per env step, utd = 1), lr 2.5e-4 (with RMSProp in their paper; we use
+#   Adam, as every table here does, with the Atari online table's adam_eps = 1.5e-4), gamma 0.99,
+#   epsilon 1 -> 0.1 over 100,000 frames after 5,000 initial random steps, their network (torso
+#   minatar). Ours: log every 10,000 steps, checkpoint every 100,000, no reward clipping and a
+#   10,000-step episode cap, as in the offline row above.
 ONLINE_DEFAULTS: dict[str, dict[str, Any]] = {
     "atari": dict(
         T=8000,
@@ -89,11 +121,30 @@ ONLINE_DEFAULTS: dict[str, dict[str, Any]] = {
         initial_samples=20_000,
         replay_size=1_000_000,
         epsilon_steps=250_000,
+        epsilon_end=0.01,
         utd=0.25,
         clip_rewards=True,
         horizon=27_000,
         log_every=10_000,
         checkpoint_every=250_000,
+    ),
+    "minatar": dict(
+        T=1000,
+        lr=2.5e-4,
+        adam_eps=1.5e-4,
+        batch_size=32,
+        torso="minatar",
+        mlp_hidden="256,256",
+        heads="shared_linear",
+        initial_samples=5_000,
+        replay_size=100_000,
+        epsilon_steps=100_000,
+        epsilon_end=0.1,
+        utd=1.0,
+        clip_rewards=False,
+        horizon=10_000,
+        log_every=10_000,
+        checkpoint_every=100_000,
     ),
     "gym": dict(
         T=100,
@@ -106,6 +157,7 @@ ONLINE_DEFAULTS: dict[str, dict[str, Any]] = {
         initial_samples=1_000,
         replay_size=10_000,
         epsilon_steps=10_000,
+        epsilon_end=0.01,
         utd=1.0,
         clip_rewards=False,
         horizon=None,
@@ -124,6 +176,7 @@ ONLINE_DEFAULTS: dict[str, dict[str, Any]] = {
         initial_samples=5_000,
         replay_size=1_000_000,
         epsilon_steps=0,
+        epsilon_end=0.01,
         utd=1.0,
         clip_rewards=False,
         horizon=None,

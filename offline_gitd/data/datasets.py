@@ -3,7 +3,11 @@
 ``rlu-atari:Game/run[:checkpoints]`` reads the decoded cache (decoding downloaded shards first if
 needed) keeping the first ``fraction`` of each checkpoint, the paper's protocol; evaluation runs
 on the real ROM with the Machado et al. protocol. ``minari:ID`` reads a local Minari dataset,
-keeping its first ``fraction`` of episodes; evaluation runs on ``recover_environment(eval_env=True)``.
+keeping the first ``fraction`` of each checkpoint when the dataset records checkpoint boundaries (a
+DQN-replay dataset made by ``offline_gitd collect --policy dqn --checkpoint-every N``, the RL
+Unplugged protocol), else its first ``fraction`` of episodes; evaluation runs on
+``recover_environment(eval_env=True)``. Image observations stay images (docs/minatar.md); a
+MinAtar dataset selects the ``minatar`` domain.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
+from offline_gitd.data.minari_checkpoints import checkpoint_episodes
 from offline_gitd.data.paths import data_dir_flag, data_root, minari_datasets_dir, rlu_raw_dir, use_minari_root
 from offline_gitd.data.registry import MinariId, RluAtariId, format_checkpoints, load_rlu_registry, parse_dataset_id
 from offline_gitd.data.replay import Replay
+from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, is_image_space, register_minatar
 from offline_gitd.envs.make import SpaceInfo, describe_spaces, make_env
 from offline_gitd.errors import UsageError
 
@@ -41,7 +47,7 @@ class DatasetRequest(Protocol):
 class OfflineData:
     """What the offline loop needs from a dataset, wherever it came from (DESIGN §1)."""
 
-    domain: str  # atari | gym | continuous: selects the paper's defaults
+    domain: str  # atari | minatar | gym | continuous: selects the paper's defaults
     replay: Any  # .sample(batch_size, rng) -> Batch
     make_eval_env: Callable[[int], Any]  # seed -> gymnasium.Env for evaluation
     spaces: SpaceInfo
@@ -50,13 +56,36 @@ class OfflineData:
     description: str
 
 
-def dataset_domain(dataset: str, data_dir: str | None = None) -> str:
-    """The domain whose defaults apply, known before any data is read where the id tells."""
+# RL Unplugged's network input: 4 stacked 84x84 frames.
+RLU_OBS_SHAPE = (84, 84, 4)
+
+
+def dataset_profile(dataset: str, data_dir: str | None = None) -> tuple[str, tuple[int, ...]]:
+    """The domain whose defaults apply and the shape of one network input (which picks the
+    torso when none is given), known before any data is read where the id tells."""
     parsed = parse_dataset_id(dataset)
     if isinstance(parsed, RluAtariId):
-        return "atari"
-    spaces = describe_spaces(_minari_env(_load_minari(parsed.dataset_id, data_dir)))
-    return "continuous" if spaces.action_kind == "continuous" else "gym"
+        return "atari", RLU_OBS_SHAPE
+    minari_dataset = _load_minari(parsed.dataset_id, data_dir)
+    env = _minari_env(minari_dataset)
+    try:
+        spaces = describe_spaces(env)
+        images = is_image_space(env.observation_space)
+    finally:
+        env.close()
+    shape = tuple(spaces.obs_shape) if images else (int(np.prod(spaces.obs_shape)),)
+    return _minari_domain(minari_dataset, spaces), shape
+
+
+def _minari_domain(dataset: Any, spaces: SpaceInfo) -> str:
+    if spaces.action_kind == "continuous":
+        return "continuous"
+    return "minatar" if _env_id(dataset).startswith(MINATAR_PREFIX) else "gym"
+
+
+def _env_id(dataset: Any) -> str:
+    spec = dataset.spec.env_spec
+    return spec.id if spec is not None else ""
 
 
 def open_offline_data(cfg: DatasetRequest) -> OfflineData:
@@ -184,6 +213,11 @@ def damaged_minari(dataset_id: str, root: Path, err: BaseException) -> UsageErro
     )
 
 
+# Wrappers a dataset's env spec may name: gymnasium's own, and this package's (MinAtar's bool boards
+# as uint8, offline_gitd.envs.images).
+TRUSTED_WRAPPERS = ("gymnasium.wrappers", "offline_gitd.envs.")
+
+
 def check_env_entry_points(dataset: Any) -> None:
     """Refuse a Minari dataset whose env specs name code other than the registered env's.
 
@@ -219,30 +253,42 @@ def check_env_entry_points(dataset: Any) -> None:
             )
         for wrapper in spec.get("additional_wrappers") or []:
             entry = wrapper.get("entry_point") if isinstance(wrapper, dict) else None
-            if not isinstance(entry, str) or not entry.startswith("gymnasium.wrappers"):
-                raise UsageError(f"{where} wraps its env in {entry!r}, not a gymnasium wrapper: refusing to run it")
+            if not isinstance(entry, str) or not entry.startswith(TRUSTED_WRAPPERS):
+                raise UsageError(f"{where} wraps its env in {entry!r}, not a known wrapper: refusing to run it")
 
 
 def _minari_env(dataset: Any, **kwargs: Any) -> Any:
+    """The dataset's evaluation env, its bool images (MinAtar) made uint8 like the stored rows; only
+    after its env specs are checked to name the registered env and known wrappers."""
+    if _env_id(dataset).startswith(MINATAR_PREFIX):
+        register_minatar()
     check_env_entry_points(dataset)
     try:
-        return dataset.recover_environment(eval_env=True, **kwargs)
+        return as_uint8_images(dataset.recover_environment(eval_env=True, **kwargs))
     except Exception as err:  # minari raises plain errors when the env spec cannot be rebuilt
         raise UsageError(f"cannot rebuild the environment of Minari dataset {dataset.id!r}: {err}") from None
 
 
 def _open_minari(cfg: DatasetRequest, parsed: MinariId) -> OfflineData:
-    from offline_gitd.data.minari_source import minari_store
+    from offline_gitd.data.minari_source import minari_checkpoint_store, minari_store
 
     dataset = _load_minari(parsed.dataset_id, cfg.data_dir)
     make_eval_env, spaces = _minari_eval_env(cfg, dataset)
     episodes = dataset.episode_indices
-    keep = max(1, math.ceil(cfg.fraction * len(episodes) - 1e-9))
     try:
-        store = minari_store(dataset, episodes[:keep])
+        segments = checkpoint_episodes(dataset)
+        if segments is None:  # no checkpoints recorded: the first fraction of all episodes
+            keep = max(1, math.ceil(cfg.fraction * len(episodes) - 1e-9))
+            store = minari_store(dataset, episodes[:keep])
+        else:
+            store = minari_checkpoint_store(dataset, segments, cfg.fraction)
     except (OSError, KeyError) as err:  # h5py reads episodes lazily: damage may show only here
         raise damaged_minari(parsed.dataset_id, minari_datasets_dir(cfg.data_dir), err) from None
+    # Whole images and vectors are never stacked (Replay stacks single frames only).
     replay = Replay(store, n_step=cfg.n_step, gamma=cfg.gamma)
 
-    domain = "continuous" if spaces.action_kind == "continuous" else "gym"
+    domain = _minari_domain(dataset, spaces)
+    if domain == "minatar":
+        name = _env_id(dataset)[len(MINATAR_PREFIX) :]
+        return OfflineData(domain, replay, make_eval_env, spaces, "minatar", name, str(parsed))
     return OfflineData(domain, replay, make_eval_env, spaces, "minari", parsed.dataset_id, str(parsed))

@@ -3,20 +3,33 @@
 Minari episodes carry T + 1 observations and separate ``terminations`` and ``truncations``
 (REFERENCE.md, "Minari"). Both are kept: the final observation becomes its episode's last row, so
 a truncated episode bootstraps from it and a terminated one does not (its last transition is
-flagged terminal; termination wins when both flags are set). Dict observations are flattened
-with ``gymnasium.spaces.flatten`` (the order the environment's flattening wrappers use), so the
-replay only ever sees float32 vectors; Discrete actions become int32, Box actions float32 vectors.
+flagged terminal; termination wins when both flags are set). Image observations (H x W x C, uint8
+or bool: :func:`~offline_gitd.envs.images.is_image_space`) stay images, uint8 (bool as 0/1), one
+per row and never stacked (a MinAtar board already encodes motion in its channels). Other
+observations become float32 vectors: Dict ones are flattened with ``gymnasium.spaces.flatten`` (the
+order the environment's flattening wrappers use). Discrete actions become int32, Box actions
+float32 vectors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gymnasium
 import numpy as np
 
-from offline_gitd.data.replay import EpisodeStore
+from offline_gitd.data.replay import EpisodeStore, fraction_rows
+from offline_gitd.envs.images import is_image_space
+
+
+def episode_observations(space: gymnasium.Space, observations: Any) -> np.ndarray:
+    """One episode's ``T + 1`` observations as the replay stores them: uint8 images
+    ``[T + 1, H, W, C]`` for an image space, float32 vectors ``[T + 1, d]`` otherwise."""
+    if is_image_space(space):
+        return np.asarray(observations).astype(np.uint8)
+    return flatten_observations(space, observations)
+
 
 # Rows allocated before the second episode: a guess from the first episode's length and the number
 # of episodes selected; the store doubles past it. The metadata's step count is not used: a damaged
@@ -82,17 +95,52 @@ def minari_store(dataset: Any, episode_indices: Iterable[int] | None = None) -> 
     selected = None if episode_indices is None else list(episode_indices)
     store: EpisodeStore | None = None
     for episode in dataset.iterate_episodes(selected):
-        observations = flatten_observations(obs_space, episode.observations)
+        observations = episode_observations(obs_space, episode.observations)
         actions = _actions(action_space, episode.actions)
         if store is None:
             store = EpisodeStore(
                 observations.shape[1:],
-                np.float32,
+                observations.dtype,
                 actions.shape[1:],
                 actions.dtype,
                 capacity=min((len(actions) + 1) * (len(selected) if selected else 1), MAX_ROWS_UP_FRONT),
             )
         store.add_episode(observations, actions, np.asarray(episode.rewards), episode.terminations)
+    if store is None:
+        raise ValueError("the Minari dataset selection holds no episode")
+    return store
+
+
+def minari_checkpoint_store(dataset: Any, checkpoints: Sequence[np.ndarray], fraction: float) -> EpisodeStore:
+    """The first ``fraction`` of each checkpoint's transitions (the paper's RL Unplugged protocol,
+    :mod:`offline_gitd.data.minari_checkpoints`), in logged order.
+
+    Checkpoint ``c`` keeps its first ``K_c = ceil(fraction * steps_c)`` transitions
+    (:func:`~offline_gitd.data.replay.fraction_rows`): whole episodes, then the first transitions of
+    the episode that ``K_c`` falls in, followed by the next observation as a bootstrap-only row (a
+    truncation, as :func:`~offline_gitd.data.replay.first_fraction` cuts an RLU checkpoint).
+    """
+    obs_space, action_space = dataset.observation_space, dataset.action_space
+    store: EpisodeStore | None = None
+    for episodes in checkpoints:
+        lengths = [int(meta["total_steps"]) for meta in dataset.storage.get_episode_metadata(episodes)]
+        keep = fraction_rows(fraction, sum(lengths))
+        ends = np.cumsum(lengths)
+        taken = episodes[: int(np.searchsorted(ends, keep)) + 1]
+        for episode, start in zip(dataset.iterate_episodes(taken), ends - lengths, strict=False):
+            steps = min(len(episode.rewards), keep - int(start))
+            observations = episode_observations(obs_space, episode.observations)[: steps + 1]
+            actions = _actions(action_space, episode.actions)[:steps]
+            terminations = np.asarray(episode.terminations)[:steps]
+            if store is None:
+                store = EpisodeStore(
+                    observations.shape[1:],
+                    observations.dtype,
+                    actions.shape[1:],
+                    actions.dtype,
+                    capacity=dataset.total_steps + dataset.total_episodes,
+                )
+            store.add_episode(observations, actions, np.asarray(episode.rewards)[:steps], terminations)
     if store is None:
         raise ValueError("the Minari dataset selection holds no episode")
     return store

@@ -11,6 +11,9 @@ observation only: it is the state the episode's last transition bootstraps from.
   truncated episode's last row has no successor and only serves as a bootstrap state.
 - Minari / online collection: T + 1 rows (the final observation is stored as its own row).
 
+Rows are single Atari frames (uint8 [H, W]: stacked when sampling), whole images (uint8
+[H, W, C], e.g. MinAtar boards: never stacked, returned as uint8) or vectors (float32 [d]).
+
 :class:`Replay` samples rows (uniformly, or in proportion to priority through a
 :class:`~offline_gitd.data.sumtree.SumTree`) and builds :class:`~offline_gitd.batch.Batch`:
 frame stacks with zeros before an episode's first frame, n-step returns that stop at terminals
@@ -157,6 +160,11 @@ class EpisodeStore:
     def is_frames(self) -> bool:
         """Image rows (uint8 [H, W], stacked at sampling) rather than vectors."""
         return self._obs.ndim == 3 and self._obs.dtype == np.uint8
+
+    @property
+    def is_images(self) -> bool:
+        """Whole image rows (uint8 [H, W, C]): sampled as they are, never stacked nor flattened."""
+        return self._obs.ndim == 4 and self._obs.dtype == np.uint8
 
     @property
     def num_transitions(self) -> int:
@@ -356,7 +364,8 @@ def first_fraction(fraction: float, episode_starts: np.ndarray, num_rows: int) -
 class Replay:
     """Sample :class:`~offline_gitd.batch.Batch` from an :class:`EpisodeStore`.
 
-    ``stack`` frames are stacked channels-last for image rows (vectors are never stacked);
+    ``stack`` frames are stacked channels-last for single-frame rows (whole images and vectors
+    are never stacked);
     ``n_step`` rewards are summed with ``gamma``. With ``prioritized`` rows are drawn in
     proportion to ``priority**alpha`` (new rows get the largest priority seen so far) and weighted
     by ``(N P(i))**-beta`` normalised by the batch maximum (Schaul et al. 2016).
@@ -573,8 +582,11 @@ class Replay:
 
     def observations(self, rows: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Observations at ``rows``: stacks of ``stack`` frames [B, H, W, stack] ending at each
-        row, zero frames before the episode's start; vectors as float32 [B, d]."""
+        row, zero frames before the episode's start; whole images as uint8 [B, H, W, C]; vectors
+        as float32 [B, d]."""
         obs = self.store.obs
+        if self.store.is_images:
+            return np.asarray(obs[rows])
         if not self.store.is_frames:
             return np.asarray(obs[rows], dtype=np.float32)
         window = rows[:, None] + np.arange(1 - self.stack, 1)

@@ -3,7 +3,8 @@
 ``make_env`` is the one place that turns an environment id into a seeded ``gymnasium.Env``:
 ``atari:{Game}`` and bare RL Unplugged game names get the Machado et al. (2018) protocol
 (:mod:`offline_gitd.envs.atari`); any other id goes to ``gymnasium.make`` (classic control, Box2D
-``LunarLander-v3``, MuJoCo ``HalfCheetah-v5``). ``describe_spaces`` gives learners what they need to
+``LunarLander-v3``, MuJoCo ``HalfCheetah-v5``, MinAtar ``MinAtar/Breakout-v1``, registered on first use).
+Image observations (:mod:`offline_gitd.envs.images`) come out as uint8 H x W x C. ``describe_spaces`` gives learners what they need to
 build networks and to reject action spaces they cannot handle, and ``evaluate`` runs the
 epsilon-greedy evaluation of the paper's offline Atari protocol (epsilon 0.001).
 """
@@ -18,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_gitd.envs.atari import RLU_GAMES, make_atari_env
+from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, register_minatar
 from offline_gitd.errors import UsageError
 
 ATARI_PREFIX = "atari:"
@@ -28,7 +30,7 @@ def make_env(env_id: str, seed: int, **kw: Any) -> gym.Env:
 
     ``atari:{Game}`` or a bare RL Unplugged game name (``Pong``) -> :func:`make_atari_env`
     (``kw``: ``sticky``, ``max_steps``, ``clip_rewards``); anything else -> ``gymnasium.make(env_id,
-    **kw)`` (e.g. ``max_episode_steps=500``). The env is reset once with ``seed`` and its action
+    **kw)`` (e.g. ``max_episode_steps=500``), bool images made uint8. The env is reset once with ``seed`` and its action
     space seeded, so a later ``reset()`` without a seed continues a deterministic stream.
 
     Raises:
@@ -38,11 +40,13 @@ def make_env(env_id: str, seed: int, **kw: Any) -> gym.Env:
         return make_atari_env(env_id[len(ATARI_PREFIX) :], seed, **kw)
     if env_id in RLU_GAMES:
         return make_atari_env(env_id, seed, **kw)
+    if env_id.startswith(MINATAR_PREFIX):
+        register_minatar()
     if env_id not in gym.registry:  # exact, versioned ids only: a run names the env it used
         close = difflib.get_close_matches(env_id, list(gym.registry), n=4, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"unknown environment {env_id!r}{hint}")
-    env = gym.make(env_id, **kw)
+    env = as_uint8_images(gym.make(env_id, **kw))
     env.reset(seed=seed)
     env.action_space.seed(seed)
     return env

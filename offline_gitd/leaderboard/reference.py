@@ -22,6 +22,13 @@ ATARI_TABLE = REFERENCE_TABLES / "atari_human_random.csv"
 D4RL_TABLE = REFERENCE_TABLES / "d4rl_ref_scores.csv"
 
 GYM_ENVS: frozenset[str] = frozenset({"MountainCar-v0", "LunarLander-v3", "CartPole-v1", "Pendulum-v1", "Acrobot-v1"})
+# MinAtar's five games (Young & Tian 2019), full (v0) and minimal (v1) action sets: suite minatar,
+# normalised by the baseline method (docs/minatar.md).
+MINATAR_ENVS: frozenset[str] = frozenset(
+    f"{game}-v{version}"
+    for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+    for version in (0, 1)
+)
 MUJOCO_ENVS: frozenset[str] = frozenset(
     f"{name}-v5"
     for name in (
@@ -113,6 +120,7 @@ def known_envs() -> dict[str, frozenset[str]]:
     return {
         "atari": frozenset(atari_scores()),
         "gym": GYM_ENVS,
+        "minatar": MINATAR_ENVS,
         "mujoco": MUJOCO_ENVS,
         "minari": frozenset(MINARI_TO_D4RL),
         "d4rl": frozenset(d4rl_scores()),

@@ -17,6 +17,7 @@ from offline_gitd.data.datasets import OfflineData
 from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.family import Family, make_discrete_family
+from offline_gitd.networks import check_torso
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.loop import run_offline
 from offline_gitd.rundir.files import absolute, check_run_dir, resumed_config
@@ -50,24 +51,18 @@ def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -
 
 
 def resolve_config(cfg: OfflineConfig) -> OfflineConfig:
-    from offline_gitd.data.datasets import dataset_domain
+    """Fill the dataset's domain defaults; a run that names no ``--torso`` gets the one its
+    observations call for (:func:`~offline_gitd.networks.torso_for_shape`: images -> a CNN,
+    MinAtar boards -> ``minatar``, vectors -> ``mlp``)."""
+    from offline_gitd.data.datasets import dataset_profile
+    from offline_gitd.networks import torso_for_shape
 
     if not cfg.dataset:
         raise ConfigError("--dataset is required (rlu-atari:GAME/RUN[:CHECKPOINTS] or minari:ID)")
-    return cfg.resolve(dataset_domain(cfg.dataset, cfg.data_dir))
-
-
-def check_torso(torso: str, obs_shape: tuple[int, ...], what: str) -> None:
-    """Refuse a torso that cannot read the observations: the CNNs need image frames, the MLP
-    needs vectors. Checked before any network is built, where a mismatch would otherwise surface
-    as a JAX shape traceback."""
-    images = len(obs_shape) == 3
-    if images == (torso == "mlp"):
-        need = "a convolutional torso (--torso nature, impala or impala-gap)" if images else "--torso mlp"
-        kind = "image" if images else "vector"
-        raise ConfigError(
-            f"{what} has {kind} observations of shape {tuple(obs_shape)}: use {need}, not --torso {torso}"
-        )
+    domain, obs_shape = dataset_profile(cfg.dataset, cfg.data_dir)
+    if cfg.torso is None:
+        cfg = dataclasses.replace(cfg, torso=torso_for_shape(obs_shape))
+    return cfg.resolve(domain)
 
 
 def train(
@@ -92,7 +87,8 @@ def train(
         check_run_dir(Path(cfg.out), resume, overwrite)
         cfg = resolve_config(cfg)
         data = open_offline_data(cfg)
-        check_torso(cfg.torso, data.spaces.obs_shape, data.description)
+        # The network's input as the replay gives it (stacked frames, whole images or flat vectors).
+        check_torso(cfg.torso, data.replay.sample(1, np.random.default_rng(0)).obs.shape[1:], data.description)
         family = build_family(cfg, data)
         return run_offline(
             cfg,

@@ -13,6 +13,10 @@ commit and the config, and for a trained agent ``ref_min_score`` = mean return o
 policy over 100 seeded episodes and ``ref_max_score`` = the behaviour agent's mean return over its
 last 10 training episodes (its final performance, exploration included). A random-policy dataset
 gets no reference scores (its own score would be both ends).
+
+With ``checkpoint_every`` N, the recorded replay (the whole of it, in logged order) is cut into
+checkpoints of N env steps, kept in the metadata with the behaviour agent's mean return per
+checkpoint (:mod:`offline_gitd.data.minari_checkpoints`): a DQN-replay dataset the RL Unplugged way.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 
 from offline_gitd.choices import CRITIC_KINDS
 from offline_gitd.config.fields import check_range
+from offline_gitd.data.minari_checkpoints import checkpoint_metadata
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
@@ -58,6 +63,11 @@ class CollectRequest:
     data_dir: str | None = None
     run_dir: str | None = None
     overwrite: bool = False
+    checkpoint_every: int | None = None  # env steps per checkpoint of the logged replay
+    # The behaviour agent's schedule where the domain's table does not fit a shorter recording
+    # (None: the table's): env steps of epsilon's decay, updates per env step.
+    epsilon_steps: int | None = None
+    utd: float | None = None
 
 
 def _code_version() -> str:
@@ -80,6 +90,8 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
         raise UsageError(f"--steps must be >= 1, got {request.steps}")
     if request.horizon is not None and request.horizon < 1:
         raise UsageError(f"--horizon must be >= 1, got {request.horizon}")
+    if request.checkpoint_every is not None and request.checkpoint_every < 1:
+        raise UsageError(f"--checkpoint-every must be >= 1, got {request.checkpoint_every}")
     check_range("--seed", request.seed, 0, 2**31 - 1)
     if request.critic not in CRITIC_KINDS:
         raise UsageError(f"unknown --critic {request.critic!r}; choose one of {', '.join(CRITIC_KINDS)}")
@@ -91,7 +103,7 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
             "e.g. offline_gitd/CartPole-v1/dqn-v0"
         ) from None
     if request.env_id.startswith(("ALE/", ATARI_PREFIX)) or request.env_id in RLU_GAMES:
-        raise UsageError("collect records gymnasium vector-observation envs; Atari data comes from RL Unplugged")
+        raise UsageError("collect records gymnasium and MinAtar envs; Atari data comes from RL Unplugged")
     env = make_env(request.env_id, 0)  # unknown ids -> UsageError with close matches
     discrete = isinstance(env.action_space, gym.spaces.Discrete)
     env.close()
@@ -110,7 +122,7 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
 def _random_reference(env_id: str, horizon: int | None, seed: int) -> float:
     """Mean return of a uniformly random policy over 100 seeded episodes (ref_min_score)."""
     kwargs = {"max_episode_steps": horizon} if horizon else {}
-    probe = gym.make(env_id, **kwargs)
+    probe = make_env(env_id, seed, **kwargs)
     space = probe.action_space
     probe.close()
     rng = np.random.default_rng([seed, 2])
@@ -126,7 +138,7 @@ def _random_reference(env_id: str, horizon: int | None, seed: int) -> float:
             return rng.uniform(space.low, space.high, (len(obs), *space.shape)).astype(np.float32)
 
         epsilon = 0.0
-    returns = evaluate(policy, lambda: gym.make(env_id, **kwargs), REFERENCE_EPISODES, seed, epsilon)
+    returns = evaluate(policy, lambda: make_env(env_id, seed, **kwargs), REFERENCE_EPISODES, seed, epsilon)
     return float(np.mean(returns))
 
 
@@ -136,6 +148,19 @@ def _final_return(run_dir: Path) -> float:
     if not returns:
         raise UsageError("the behaviour agent finished no episode: collect more --steps for reference scores")
     return float(np.mean(returns[-FINAL_EPISODES:]))
+
+
+def _record_checkpoints(dataset_id: str, every: int) -> None:
+    """Cut the written dataset's episodes (the logged replay, in order) into checkpoints of
+    ``every`` env steps and keep the cut and the per-checkpoint mean returns in its metadata."""
+    import minari
+
+    dataset = minari.load_dataset(dataset_id)
+    lengths, returns = [], []
+    for episode in dataset.iterate_episodes():
+        lengths.append(len(episode.rewards))
+        returns.append(float(np.sum(episode.rewards)))
+    dataset.storage.update_metadata(checkpoint_metadata(lengths, returns, every))
 
 
 def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs | None = None) -> Path:
@@ -158,6 +183,8 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
         out=str(run_dir),
         # A random policy is the online loop with every step an initial random sample (no update).
         initial_samples=request.steps if policy == "random" else None,
+        epsilon_steps=request.epsilon_steps,
+        utd=request.utd,
     )
     collectors: list[Any] = []
 
@@ -197,6 +224,8 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
             **scores,
         )
         collector.close()
+        if request.checkpoint_every is not None:
+            _record_checkpoints(request.dataset_id, request.checkpoint_every)
     finally:
         if request.run_dir is None:
             shutil.rmtree(run_dir, ignore_errors=True)

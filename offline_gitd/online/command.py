@@ -7,7 +7,7 @@ import functools
 import shlex
 from pathlib import Path
 
-from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields
+from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields, parse_ratio
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.rundir.flags import add_output_arguments, add_run_arguments, outputs_from_args, start_run
 
@@ -32,6 +32,8 @@ COLLECT_EXAMPLES = """examples:
   offline_gitd collect LunarLander-v3 --steps 100000 --out offline_gitd/LunarLander-v3/dqn-v0
   offline_gitd collect MountainCar-v0 --steps 100000 --out offline_gitd/MountainCar-v0/dqn-v0 --data-dir D
   offline_gitd collect Pendulum-v1 --policy sac --steps 20000 --out offline_gitd/Pendulum-v1/sac-v0
+  offline_gitd collect MinAtar/Breakout-v1 --policy dqn --steps 200000 --checkpoint-every 20000 \
+      --out offline_gitd/MinAtar-Breakout-v1/dqn-replay-v0   (DQN replay, the RL Unplugged way)
   offline_gitd train --dataset minari:offline_gitd/LunarLander-v3/dqn-v0 --critic gitd --out runs/ll
 """
 
@@ -84,7 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     collect.add_argument(
-        "env_id", metavar="ENV_ID", help="gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1"
+        "env_id",
+        metavar="ENV_ID",
+        help="gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1, MinAtar/Breakout-v1",
     )
     collect.add_argument("--steps", type=int, required=True, help="environment steps to record")
     collect.add_argument("--out", required=True, help="Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0")
@@ -109,6 +113,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     collect.add_argument(
         "--run-dir", default=None, help="keep the behaviour agent's run directory here (default: a temporary one)"
+    )
+    collect.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help=(
+            "cut the logged replay into checkpoints of N env steps, kept in the dataset with the behaviour "
+            "agent's mean return per checkpoint, so train --fraction p keeps the first p of each checkpoint "
+            "(the RL Unplugged protocol; default: no checkpoints)"
+        ),
+    )
+    collect.add_argument(
+        "--epsilon-steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="behaviour DQN: env steps of epsilon's linear decay (default: the env's table)",
+    )
+    collect.add_argument(
+        "--utd",
+        type=parse_ratio,
+        default=None,
+        help="behaviour agent: updates per env step, an integer or 1/n (default: the env's table)",
     )
     collect.add_argument("--overwrite", action="store_true", help="replace an existing local dataset with this id")
     add_output_arguments(collect, checkpoints=False)
@@ -180,6 +208,9 @@ def _collect(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         run_dir=args.run_dir,
         overwrite=args.overwrite,
+        checkpoint_every=args.checkpoint_every,
+        epsilon_steps=args.epsilon_steps,
+        utd=args.utd,
     )
     where = collect(request, progress=args.progress, outputs=outputs_from_args(args))
     print(f"dataset {args.out} written to {where}")

@@ -42,7 +42,7 @@ class OnlineConfig(RunConfig):
     initial_samples: int | None = option(None, "uniformly random actions before learning starts")
     replay_size: int | None = option(None, "replay capacity in transitions (sampling window of the newest rows)")
     epsilon_start: float = option(1.0, "DQN exploration: initial epsilon")
-    epsilon_end: float = option(0.01, "DQN exploration: final epsilon")
+    epsilon_end: float | None = option(None, "DQN exploration: final epsilon")
     epsilon_steps: int | None = option(
         None, "DQN exploration: env steps of the linear decay (after the initial samples)"
     )
@@ -52,7 +52,7 @@ class OnlineConfig(RunConfig):
     NOT_HASHED: ClassVar[tuple[str, ...]] = (*RunConfig.NOT_HASHED, "steps", "log_every", "checkpoint_every")
 
     def resolve(self, domain: str) -> OnlineConfig:
-        """Fill the defaults of ``domain`` (atari | gym | continuous) and the preset; validate."""
+        """Fill the defaults of ``domain`` (atari | minatar | gym | continuous) and the preset; validate."""
         values = dataclasses.asdict(self)
         if self.preset == "strong":
             if self.algo != "dqn":
@@ -80,7 +80,7 @@ class OnlineConfig(RunConfig):
         if self.utd is not None:
             utd_fraction(self.utd)
         for name in ("epsilon_start", "epsilon_end", "per_beta"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
+            if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
         if not (math.isfinite(self.per_alpha) and self.per_alpha >= 0):
             raise ConfigError(f"--per-alpha must be >= 0, got {self.per_alpha}")

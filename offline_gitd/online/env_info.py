@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_gitd.envs.atari import RLU_GAMES, resolve_game
+from offline_gitd.envs.images import MINATAR_PREFIX, is_image_space
 from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, make_env
 from offline_gitd.errors import UsageError
 
@@ -22,15 +23,23 @@ class EnvInfo(NamedTuple):
     """What the online loop needs to know about its environment."""
 
     env_id: str  # as given to make_env
-    domain: str  # atari | gym | continuous: selects the defaults
-    suite: str  # leaderboard suite: atari | gym | mujoco
-    name: str  # leaderboard env: the game (Pong) or the gymnasium id
+    domain: str  # atari | minatar | gym | continuous: selects the defaults
+    suite: str  # leaderboard suite: atari | minatar | gym | mujoco
+    name: str  # leaderboard env: the game (Pong, Breakout-v1) or the gymnasium id
     spaces: SpaceInfo
+    images: bool = False  # whole H x W x C uint8 images (MinAtar), stored and fed as they are
 
     @property
     def frames(self) -> bool:
         """Atari: the replay stores single 84x84 frames and stacks 4 when sampling."""
         return self.domain == "atari"
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One network input: stacked frames or whole images as they are, vectors flattened."""
+        if self.frames or self.images:
+            return tuple(self.spaces.obs_shape)
+        return (int(np.prod(self.spaces.obs_shape)),)
 
 
 def inspect_env(env_id: str, algo: str) -> EnvInfo:
@@ -39,8 +48,11 @@ def inspect_env(env_id: str, algo: str) -> EnvInfo:
     env = make_env(env_id, 0)
     try:
         spaces = describe_spaces(env)
+        images = game is None and is_image_space(env.observation_space)
         if game is not None:
             domain, suite, name = "atari", "atari", resolve_game(game)[len("ALE/") : -len("-v5")]
+        elif env_id.startswith(MINATAR_PREFIX):
+            domain, suite, name = "minatar", "minatar", env_id[len(MINATAR_PREFIX) :]
         else:
             continuous = spaces.action_kind == "continuous"
             entry = str(gym.spec(env_id).entry_point)
@@ -53,14 +65,13 @@ def inspect_env(env_id: str, algo: str) -> EnvInfo:
         raise UsageError(
             f"{env_id} has {spaces.action_kind} actions; online {algo} needs {ALGO_ACTIONS[algo]} ones (use online {other})"
         )
-    return EnvInfo(env_id, domain, suite, name, spaces)
+    return EnvInfo(env_id, domain, suite, name, spaces, images)
 
 
 def obs_example(info: EnvInfo) -> np.ndarray:
-    """One network input, batch of 1: uint8 [1, 84, 84, 4] frames or float32 [1, d] vectors."""
-    if info.frames:
-        return np.zeros((1, *info.spaces.obs_shape), np.uint8)
-    return np.zeros((1, int(np.prod(info.spaces.obs_shape))), np.float32)
+    """One network input, batch of 1: uint8 [1, 84, 84, 4] frames, uint8 [1, H, W, C] images or
+    float32 [1, d] vectors."""
+    return np.zeros((1, *info.input_shape), np.uint8 if info.frames or info.images else np.float32)
 
 
 def make_online_env(cfg: Any, info: EnvInfo, seed: int, **make_kw: Any) -> gym.Env:

@@ -56,10 +56,12 @@ class SeedSlot:
 def new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
     """A fresh slot for ``seed``: an empty replay shaped for the env, the seed's own RNG."""
     spaces = info.spaces
-    # Atari rows are single frames (the newest of each stack); vectors are stored whole.
-    obs_shape, obs_dtype = (
-        (spaces.obs_shape[:2], np.uint8) if info.frames else ((int(np.prod(spaces.obs_shape)),), np.float32)
-    )
+    # Atari rows are single frames (the newest of each stack); images (MinAtar) and vectors are
+    # stored whole, images as uint8 and never stacked.
+    if info.frames:
+        obs_shape, obs_dtype = spaces.obs_shape[:2], np.uint8
+    else:
+        obs_shape, obs_dtype = info.input_shape, np.uint8 if info.images else np.float32
     if spaces.action_kind == "continuous":
         store = EpisodeStore(obs_shape, obs_dtype, (spaces.action_size,), np.float32)
     else:
@@ -141,11 +143,7 @@ def _decode(arrays: dict[str, np.ndarray], meta: dict[str, Any], cfg: OnlineConf
         }
         fresh.replay.load_priority_arrays(priorities)
         obs = mine["obs_now"]
-        want = (
-            (np.dtype(np.uint8), tuple(info.spaces.obs_shape))
-            if info.frames
-            else (np.dtype(np.float32), (int(np.prod(info.spaces.obs_shape)),))
-        )
+        want = (np.dtype(np.uint8 if info.frames or info.images else np.float32), info.input_shape)
         if (obs.dtype, obs.shape) != want:
             raise ValueError(f"its observation {obs.dtype}{list(obs.shape)} does not fit the env")
         actions = mine["episode_actions"]

@@ -75,7 +75,9 @@ def episode_seed(seed: int, episode: int) -> int:
 
 
 def _observe(info: EnvInfo, obs: np.ndarray) -> np.ndarray:
-    return np.asarray(obs) if info.frames else np.asarray(obs, np.float32).reshape(-1)
+    if info.frames or info.images:
+        return np.asarray(obs)
+    return np.asarray(obs, np.float32).reshape(-1)
 
 
 def _row(info: EnvInfo, obs: np.ndarray) -> np.ndarray:

@@ -27,11 +27,13 @@ def resolve_config(cfg: OnlineConfig) -> tuple[OnlineConfig, EnvInfo]:
     """Validate, look at the env, fill the domain's defaults; raises before any work is done."""
     if not cfg.env:
         raise ConfigError("--env ENV_ID is required")
+    from offline_gitd.networks import check_torso, torso_for_shape
+
     info = inspect_env(cfg.env, cfg.algo)
+    if cfg.torso is None and info.images:  # image envs outside the tables: the torso the images call for
+        cfg = dataclasses.replace(cfg, torso=torso_for_shape(info.input_shape))
     cfg = cfg.resolve(info.domain)
-    if info.frames == (cfg.torso == "mlp"):
-        need = "a convolutional torso (nature, impala, impala-gap)" if info.frames else "--torso mlp"
-        raise ConfigError(f"{cfg.env} has {'image' if info.frames else 'vector'} observations: use {need}")
+    check_torso(cfg.torso, info.input_shape, cfg.env)
     return cfg, info
 
 

@@ -39,7 +39,18 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 TOP_LEVEL = ("command", "board", "allow_new_env", "data_dir", "resources", "collect", "fixed", "grid")
 # Set by the sweep itself, never by a spec: where each run goes, which algorithm the command is.
 RESERVED = {"out": "run directories are named from the grid under --out", "data_dir": "use the top-level data_dir"}
-COLLECT_KEYS = {"env": str, "steps": int, "out": str, "policy": str, "critic": str, "seed": int, "horizon": int}
+COLLECT_KEYS = {
+    "env": str,
+    "steps": int,
+    "out": str,
+    "policy": str,
+    "critic": str,
+    "seed": int,
+    "horizon": int,
+    "checkpoint_every": int,
+    "epsilon_steps": int,
+    "utd": str,
+}
 RESOURCE_KEYS = {"cpus": (int, float), "gpus": (int, float), "retries": int, "seeds_per_run": int}
 # What a resumed run may change (DESIGN §9): its length. A finished run with a longer length in
 # the spec is resumed to that length.
@@ -72,7 +83,7 @@ class CollectStep:
     def argv(self, data_dir: str | None) -> list[str]:
         argv = ["collect", self.env, "--steps", str(self.steps), "--out", self.out, "--no-progress"]
         for key, value in self.options:
-            argv += [f"--{key}", str(value)]
+            argv += [f"--{key.replace('_', '-')}", str(value)]
         return argv + (["--data-dir", data_dir] if data_dir else [])
 
 
@@ -426,4 +437,6 @@ def _domain_guess(spec: SweepSpec, fields: Mapping[str, Any]) -> str:
     if spec.command == "online sac":
         return "continuous"
     where = str(fields.get("dataset" if spec.command == "train" else "env", ""))
+    if where.startswith("MinAtar/"):
+        return "minatar"
     return "atari" if where.startswith(("rlu-atari:", "atari:", "ALE/")) else "gym"

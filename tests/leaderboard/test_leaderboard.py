@@ -122,8 +122,9 @@ def test_d4rl_table_transcribes_infos_py() -> None:
 
 
 def test_registry_refuses_unknown_envs_unless_allowed() -> None:
-    assert {"atari", "gym", "mujoco", "minari", "d4rl"} == set(known_envs())
+    assert {"atari", "gym", "minatar", "mujoco", "minari", "d4rl"} == set(known_envs())
     check_env("gym", "LunarLander-v3", allow_new_env=False)
+    check_env("minatar", "Breakout-v1", allow_new_env=False)
     check_env("mujoco", "HalfCheetah-v5", allow_new_env=False)
     check_env("minari", "mujoco/hopper/medium-v0", allow_new_env=False)
     with pytest.raises(UsageError, match="unknown atari env 'pong'.*--allow-new-env"):

@@ -293,7 +293,10 @@ def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path):
         ),
         (["online", "dqn", "--env", "CartPole-v1", "--utd", "2.5"], "--utd must be an integer >= 1 or 1/n"),
         (["online", "dqn", "--env", "CartPole-v1", "--utd", "0"], "--utd must be a positive number"),
-        (["online", "dqn", "--env", "CartPole-v1", "--torso", "nature"], "vector observations: use --torso mlp"),
+        (
+            ["online", "dqn", "--env", "CartPole-v1", "--torso", "nature"],
+            "vector observations of shape (4,): use --torso mlp",
+        ),
         (["online", "sac", "--env", "Pendulum-v1", "--preset", "strong"], "needs online dqn"),
     ],
 )
