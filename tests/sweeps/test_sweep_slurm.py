@@ -107,7 +107,8 @@ def _running_with_checkpoint(out: Path, exclude: set[str]) -> str | None:
 
 
 def _catch(out: Path, process: subprocess.Popen, exclude: set[str]) -> str:
-    deadline = time.monotonic() + 240
+    # generous: on a loaded machine the runs reach their first checkpoint late
+    deadline = time.monotonic() + 480
     while time.monotonic() < deadline and process.poll() is None:
         victim = _running_with_checkpoint(out, exclude)
         if victim is not None:
