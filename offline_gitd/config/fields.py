@@ -39,11 +39,13 @@ def option(
     help: str,
     *,
     flag: str | None = None,
-    choices: tuple[Any, ...] | None = None,
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
     parse: Callable[[str], Any] | None = None,
 ) -> Any:
     """A dataclass field with the help text (and optional flag name, choices, and a parser of the
-    flag's text when the field's type alone cannot read it) of its CLI option."""
+    flag's text when the field's type alone cannot read it) of its CLI option. ``choices`` may be
+    a function returning them, called when a parser or a spec reads them: the critics, which
+    installed plug-ins extend (:func:`field_choices`)."""
     return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices, "parse": parse})
 
 
@@ -64,6 +66,12 @@ def check_range(flag: str, value: float | None, low: float, high: float | None =
     if not math.isfinite(value) or value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ConfigError(f"{flag} must be {bound}{f' ({why})' if why else ''}, got {value}")
+
+
+def field_choices(field: dataclasses.Field) -> tuple[Any, ...] | None:
+    """The values a field accepts (``None``: any of its type), computed now if given as a function."""
+    choices = field.metadata.get("choices")
+    return choices() if callable(choices) else choices
 
 
 def base_type(annotation: Any) -> Any:
@@ -113,7 +121,7 @@ def add_dataclass_arguments(
                 dest=field.name,
                 type=field.metadata.get("parse") or kind,
                 default=parsed_default,
-                choices=field.metadata.get("choices"),
+                choices=field_choices(field),
                 help=help_text,
             )
 

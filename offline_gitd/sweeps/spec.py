@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from offline_gitd.config.fields import base_type, parse_int_range
+from offline_gitd.config.fields import base_type, field_choices, parse_int_range
 from offline_gitd.errors import ConfigError
 
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -235,7 +235,7 @@ def _coerce(where: str, key: str, field: dataclasses.Field, kind: Any, value: An
             value = str(value)  # seeds = 3, mlp_hidden = 50
         if not isinstance(value, str):
             raise ConfigError(wrong)
-    choices = field.metadata.get("choices")
+    choices = field_choices(field)
     if choices and value not in choices:
         raise ConfigError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, choices))}")
     return value
