@@ -74,6 +74,38 @@ def field_choices(field: dataclasses.Field) -> tuple[Any, ...] | None:
     return choices() if callable(choices) else choices
 
 
+def coerce_value(where: str, key: str, field: dataclasses.Field, kind: Any, value: Any) -> Any:
+    """A value read from a file (TOML, JSON) as the config field's type ``kind``, refused in one
+    line naming ``where`` (the file) and ``key`` when it is not one; a string is read by the flag's
+    own parser where the field has one (``utd = "1/4"``)."""
+    wrong = f"{where}: {key}: expected {getattr(kind, '__name__', kind)}, got {value!r}"
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(wrong)
+    elif kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(wrong)
+    elif kind is float:
+        parse = field.metadata.get("parse")
+        if isinstance(value, str) and parse is not None:  # the flag's own parser: --utd 1/4 is utd = "1/4"
+            try:
+                value = parse(value)
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"{where}: {key}: {err}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(wrong)
+        value = float(value)
+    elif kind is str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # seeds = 3, mlp_hidden = 50
+        if not isinstance(value, str):
+            raise ConfigError(wrong)
+    choices = field_choices(field)
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, choices))}")
+    return value
+
+
 def base_type(annotation: Any) -> Any:
     """``int | None`` -> ``int``; plain types pass through."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
@@ -94,9 +126,10 @@ def add_dataclass_arguments(
 
     ``only_given`` leaves a flag the user did not type out of the namespace (argparse's
     ``SUPPRESS``) instead of filling its default, so that a handler can tell "not given" from
-    "given the default value": what ``--resume`` needs to refuse only real differences.
-    :func:`from_namespace` fills the absent fields from the dataclass defaults. ``hidden`` fields
-    are parsed (so the handler can refuse them with its own message) but left out of ``--help``.
+    "given the default value": what ``--resume`` needs to refuse only real differences, and
+    ``--config`` to let typed flags override a file. ``cls(**given_fields(cls, args))`` fills the
+    absent fields from the dataclass defaults. ``hidden`` fields are parsed (so the handler can
+    refuse them with its own message) but left out of ``--help``.
     """
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
@@ -124,13 +157,6 @@ def add_dataclass_arguments(
                 choices=field_choices(field),
                 help=help_text,
             )
-
-
-def from_namespace(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
-    """Build ``cls`` from parsed arguments; fields absent from ``args`` keep their defaults."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
-    values.update(extra)
-    return cls(**values)
 
 
 def describe_overrides(resolved: dict[str, Any], reference: dict[str, Any], ignored: tuple[str, ...]) -> str:
