@@ -51,11 +51,11 @@ def read_table(path: str | Path) -> dict[str, Any]:
     return raw
 
 
-def refuse_unknown(path: str | Path, table: Mapping[str, Any], known: Iterable[str]) -> None:
-    """One line naming every key of ``table`` that is not in ``known``."""
+def refuse_unknown(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
+    """One line, starting with ``where``, naming every key of ``table`` that is not in ``known``."""
     unknown = sorted(set(table) - set(known))
     if unknown:
-        raise ConfigError(f"--config {path}: unknown key{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}")
+        raise ConfigError(f"{where}: unknown key{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}")
 
 
 def read_fields(path: str | Path, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -63,16 +63,32 @@ def read_fields(path: str | Path, cls: type, skip: tuple[str, ...] = ()) -> dict
 
     ``skip`` names fields a file may carry but that are not the file's to set (a run's ``algo``,
     which the subcommand names): they are returned as read, for the caller to compare."""
-    table = read_table(path)
+    return typed_fields(read_table(path), cls, f"--config {path}", skip)
+
+
+def typed_fields(table: Mapping[str, Any], cls: type, where: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``table``'s values as the fields of ``cls`` type them; unknown keys and wrong types are
+    refused in one line starting with ``where``."""
     fields = {field.name: field for field in dataclasses.fields(cls)}
-    refuse_unknown(path, table, fields)
+    refuse_unknown(where, table, fields)
     hints = typing.get_type_hints(cls)
     values = {}
     for name, value in table.items():
         if value is None or name in skip:
             if value is None and fields[name].default is not None and name not in skip:
-                raise ConfigError(f"--config {path}: {name}: null is not a value of this field")
+                raise ConfigError(f"{where}: {name}: null is not a value of this field")
             values[name] = value
             continue
-        values[name] = coerce_value(f"--config {path}", name, fields[name], base_type(hints[name]), value)
+        values[name] = coerce_value(where, name, fields[name], base_type(hints[name]), value)
     return values
+
+
+def config_from(source: Any, cls: type) -> Any:
+    """A ``cls`` from itself, a mapping of its fields, or a file (TOML, or a run's config.json)."""
+    if isinstance(source, cls):
+        return source
+    if isinstance(source, Mapping):
+        return cls(**typed_fields(source, cls, "config"))
+    if isinstance(source, (str, Path)):
+        return cls(**read_fields(source, cls))
+    raise ConfigError(f"a config is a {cls.__name__}, a dict of its fields or a file path, not {type(source).__name__}")

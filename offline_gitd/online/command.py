@@ -15,6 +15,7 @@ DQN_EXAMPLES = """\
   offline_gitd online dqn --env atari:Breakout --critic td --preset strong --utd 4 --out runs/breakout-strong
   offline_gitd online dqn --env CartPole-v1 --critic gitd --steps 50000 --seeds 0-4 --out runs/cartpole
   offline_gitd online dqn --out runs/cartpole --resume --steps 100000   (continue exactly where it stopped)
+  offline_gitd online dqn --env CartPole-v1 --init-from runs/cp-gitd --with-dataset --initial-samples 0 --out runs/ft
 """
 SAC_EXAMPLES = """\
   offline_gitd online sac --env HalfCheetah-v5 --critic gitd --K 5 --steps 1000000 --out runs/hc-gisac
@@ -147,6 +148,10 @@ def _online(args: argparse.Namespace) -> int:
         raise ConfigError(f"{flag} sets DQN's epsilon-greedy exploration; online sac explores with its policy")
     if args.config:  # a run's config.json records every field, exploration included: not refused
         given = {**_fields_from_file(args.config, args.algo, args.resume), **given}
+    if given.get("init_from") and not args.resume:
+        from offline_gitd.online.origin import inherit_network
+
+        given = inherit_network(given)
     if given.get("out"):
         require_dir_target(given["out"], "--out")
     if args.resume:
@@ -211,7 +216,7 @@ def _collect_options(args: argparse.Namespace) -> dict:
     options = {}
     if args.config:
         table = read_table(args.config)
-        refuse_unknown(args.config, table, COLLECT_KEYS)
+        refuse_unknown(f"--config {args.config}", table, COLLECT_KEYS)
         for key, value in table.items():
             kind = COLLECT_KEYS[key]
             if isinstance(value, bool) or not isinstance(value, kind):

@@ -37,6 +37,7 @@ from offline_gitd.learners.drivers import choose_driver, make_chunk_runner
 from offline_gitd.learners.family import Family
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo, make_online_env, obs_example
+from offline_gitd.online.init_from import Origin, seed_replay
 from offline_gitd.online.replay import WindowedReplay
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.progress import Progress
@@ -147,9 +148,11 @@ class OnlineRun:
         progress: bool,
         wrap_env: Callable[[gym.Env], gym.Env] | None,
         run: RunLifecycle,
+        origin: Origin | None = None,
     ) -> None:
         """``run`` opens the run directory once the networks exist (a network that does not fit
-        the env fails before)."""
+        the env fails before); a new run starts from ``origin`` where given (an offline run's
+        checkpoint, and perhaps its data in every seed's replay)."""
         self.cfg, self.info, self.family, self.run_dir, self.progress = cfg, info, family, run_dir, progress
         self.seeds = cfg.seed_list
         self.utd = utd_fraction(cfg.utd)
@@ -159,6 +162,9 @@ class OnlineRun:
         self.run_chunk = make_chunk_runner(family.step, self.driver)
         seeds = jnp.asarray(self.seeds)
         self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))
+        self.origin = origin
+        if origin is not None:
+            self.state = origin.state
         if cfg.algo == "dqn":
             greedy = jax.jit(jax.vmap(lambda s, o: family.act(s, o[None], None)[0]))
             self.policy = lambda state, obs, step: greedy(state, obs)
@@ -215,6 +221,8 @@ class OnlineRun:
         else:
             for seed in self.seeds:
                 slot = _new_slot(self.cfg, self.info, seed)
+                if self.origin is not None and self.origin.dataset is not None:
+                    seed_replay(slot.replay.store, self.origin.dataset, self.cfg.clip_rewards)
                 slot.env = self.wrap_env(make_online_env(self.cfg, self.info, seed))
                 _start_episode(slot, self.info)
                 self.slots.append(slot)
@@ -424,10 +432,12 @@ def run_online(
     overwrite: bool = False,
     command_line: Sequence[str] | None = None,
     outputs: Outputs | None = None,
+    origin: Origin | None = None,
 ) -> Path:
     """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
 
-    ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it).
+    ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it);
+    ``origin`` is the offline run a new run starts from, recorded in ``config.json``.
     """
     run_dir = Path(cfg.out)
     record, made_by = run_record(
@@ -437,6 +447,7 @@ def run_online(
         method_config=cfg.method_config(info.domain),
         command_line=command_line,
         data_dir=None,
+        **({"init_from": origin.record} if origin is not None else {}),
     )
     run = RunLifecycle(
         run_dir,
@@ -448,5 +459,5 @@ def run_online(
         unit="env step",
         extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
     )
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run).train()
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run, origin).train()
     return run_dir

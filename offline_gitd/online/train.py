@@ -68,7 +68,9 @@ def train(
     outputs: Outputs | None = None,
 ) -> Path:
     """Run ``cfg`` (resolving the env's defaults first) and return the run directory; nothing is
-    written until the flags, the run directory, the env and the networks have been checked."""
+    written until the flags, the run directory, the env and the networks have been checked. With
+    ``cfg.init_from`` a new run starts from that offline run's checkpoint
+    (:mod:`offline_gitd.online.init_from`)."""
     from offline_gitd.online.loop import run_online
     from offline_gitd.rundir.files import absolute, check_run_dir
 
@@ -76,10 +78,20 @@ def train(
         cfg = dataclasses.replace(cfg, out=absolute(cfg.out))
         check_run_dir(Path(cfg.out), resume, overwrite)
     cfg, info = resolve_config(cfg)
+    origin = None
+    if cfg.init_from and not resume:  # a resumed run continues from its own checkpoint
+        from offline_gitd.online.init_from import load_origin, resolve_origin
+
+        cfg = resolve_origin(cfg)
+        family = build_family(cfg, info)
+        origin = load_origin(cfg, info, family)
+    else:
+        family = build_family(cfg, info)
     return run_online(
         cfg,
         info,
-        build_family(cfg, info),
+        family,
+        origin=origin,
         resume=resume,
         progress=progress,
         wrap_env=wrap_env,
