@@ -3,9 +3,9 @@
 A critic is a loss over :class:`~offline_gitd.critics.inputs.CriticInputs` plus a few facts the
 rest of the package needs before any loss runs: what its targets bootstrap from, how many H-heads
 it trains, its number of heads, the head layouts it supports and its per-domain defaults
-(docs/critics.md). A record names its loss as a ``"module:attribute"`` string, imported on first
-use, so the registry is plain data on the ground floor: the command line reads its names (``--critic``
-choices, sweep specs) without importing JAX.
+(docs/critic-plugins.md). A record names its loss as a ``"module:attribute"`` string, imported on
+first use, so the registry is plain data on the ground floor: the command line reads its names
+(``--critic`` choices, sweep specs) without importing JAX.
 
 Third-party packages add critics through the ``offline_gitd.critics`` entry-point group; each entry
 point's name is the critic's name and its object a :class:`CriticSpec`::
