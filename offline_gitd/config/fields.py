@@ -41,12 +41,16 @@ def option(
     flag: str | None = None,
     choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
     parse: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
+    unset: str = "domain default",
 ) -> Any:
     """A dataclass field with the help text (and optional flag name, choices, and a parser of the
     flag's text when the field's type alone cannot read it) of its CLI option. ``choices`` may be
     a function returning them, called when a parser or a spec reads them: the critics, which
-    installed plug-ins extend (:func:`field_choices`)."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices, "parse": parse})
+    installed plug-ins extend (:func:`field_choices`). ``unset`` is what ``--help`` says a ``None``
+    default means (most fields: the domain's default)."""
+    metadata = {"help": help, "flag": flag, "choices": choices, "parse": parse, "metavar": metavar, "unset": unset}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def parse_ratio(text: str) -> float:
@@ -138,7 +142,7 @@ def add_dataclass_arguments(
         kind = base_type(hints[field.name])
         flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
         default = field.default
-        shown = "domain default" if default is None else default
+        shown = field.metadata.get("unset", "domain default") if default is None else default
         # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
         help_text = f"{field.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
         if field.name in hidden:
@@ -155,6 +159,7 @@ def add_dataclass_arguments(
                 type=field.metadata.get("parse") or kind,
                 default=parsed_default,
                 choices=field_choices(field),
+                metavar=field.metadata.get("metavar"),
                 help=help_text,
             )
 

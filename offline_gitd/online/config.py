@@ -49,13 +49,20 @@ class OnlineConfig(RunConfig):
     log_every: int | None = option(None, "env steps between metrics/results rows")
     checkpoint_every: int | None = option(None, "env steps between checkpoints (a multiple of --log-every)")
     init_from: str | None = option(
-        None, "start from this offline run's checkpoint (same critic and network; unset ones are taken from it)"
+        None,
+        "start from this offline run's checkpoint (same critic and network; unset ones are taken from it)",
+        metavar="RUN_DIR",
+        unset="a fresh network",
     )
     init_epoch: int | None = option(
-        None, "with --init-from: the offline run's epoch to start from (latest)", flag="--epoch"
+        None, "with --init-from: the offline run's epoch to start from", flag="--epoch", metavar="E", unset="latest"
     )
     init_seed: int | None = option(
-        None, "with --init-from: the offline seed every seed starts from (each seed's own)", flag="--seed"
+        None,
+        "with --init-from: the offline seed every seed starts from",
+        flag="--seed",
+        metavar="S",
+        unset="each seed its own",
     )
     with_dataset: bool = option(False, "with --init-from: fill each seed's replay with the offline run's dataset first")
 
