@@ -144,3 +144,40 @@ def test_init_from_needs_an_offline_run(tmp_path: Path, capsys) -> None:
     assert "--epoch says how to start from an offline run: it needs --init-from" in capsys.readouterr().err
     assert main([*ONLINE, "--init-from", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sac_starts_from_an_offline_cql_sac_run(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Continuous actions: critics, actor and temperature of a CQL-SAC run start an online SAC run;
+    another env's spaces do not fit, in one line."""
+    from tests.minari_fixtures import record_random_dataset
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    record_random_dataset("tests/pendulum/random-v0", "Pendulum-v1", steps=200)
+    offline = tmp_path / "offline"
+    offline_gitd.train(
+        {
+            "dataset": "minari:tests/pendulum/random-v0",
+            "out": str(offline),
+            "critic": "gitd",
+            "K": 2,
+            "mlp_hidden": "16,16",
+            "epochs": 1,
+            "steps_per_epoch": 10,
+            "eval_episodes": 1,
+            "seeds": "0",
+            "batch_size": 16,
+            "updates_per_call": 10,
+        },
+        progress=False,
+        tensorboard=False,
+    )
+    out = tmp_path / "online"
+    argv = ["online", "sac", "--env", "Pendulum-v1", "--init-from", str(offline), "--with-dataset", "--seeds", "0"]
+    argv += ["--steps", "40", "--batch-size", "16", "--initial-samples", "0", "--log-every", "20", *QUIET]
+    assert main([*argv, "--checkpoint-every", "40", "--out", str(out)]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["config"]["mlp_hidden"] == "16,16" and saved["init_from"]["dataset_transitions"] == 200
+    other = ["online", "sac", "--env", "MountainCarContinuous-v0", "--init-from", str(offline), "--steps", "40"]
+    assert main([*other, "--out", str(tmp_path / "bad"), *QUIET]) == 2
+    assert "its checkpoint does not fit online sac on MountainCarContinuous-v0" in capsys.readouterr().err

@@ -88,7 +88,7 @@ def load_origin(cfg: OnlineConfig, info: EnvInfo, family: Family) -> Origin:
     except Exception as err:  # noqa: BLE001 - orbax names a shape or tree mismatch in many ways
         raise ConfigError(
             f"--init-from {cfg.init_from}: its checkpoint does not fit online {cfg.algo} on {cfg.env} "
-            f"({str(err).splitlines()[0] if str(err) else type(err).__name__})"
+            f"({str(err).splitlines()[0].split('. ')[0] if str(err) else type(err).__name__})"
         ) from None
     _check_shapes(cfg, learned, like)
     rows = np.asarray([offline_seeds.index(seed) for seed in sources])
