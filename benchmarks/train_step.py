@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.batch import Batch
-from offline_gitd.critics import CRITIC_KINDS, CriticConfig
+from offline_gitd.critic_registry import critic_names
+from offline_gitd.critics import CriticConfig
 from offline_gitd.learners.drivers import make_chunk_runner
 from offline_gitd.learners.family import make_discrete_family
 
@@ -100,7 +101,7 @@ def ms_per_step(kind: str, setup: str, driver: str, seeds: int, chunk: int, repe
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--setup", choices=[*SETUPS, "all"], default="all", help="which network(s) to time")
-    parser.add_argument("--critics", default=",".join(CRITIC_KINDS))
+    parser.add_argument("--critics", default=",".join(critic_names()))
     parser.add_argument(
         "--chunk", type=int, default=0, help="updates per timed call (default: 20 CNN, 200 MLP, 2000 gym-mlp)"
     )

@@ -1,14 +1,12 @@
-"""The names a user chooses among: critics, head layouts, torsos, update drivers, frame placements.
+"""The names a user chooses among: head layouts, torsos, update drivers, frame placements.
 
 Plain data on the ground floor, so that building the command line (and ``--help``) imports no JAX:
-the modules that implement each choice import its names from here.
+the modules that implement each choice import its names from here. Critics, which third-party
+packages can add, are :mod:`offline_gitd.critic_registry`'s records.
 """
 
 from __future__ import annotations
 
-# The four critics (docs/critics.md); the number of online Q-heads each takes unless told.
-CRITIC_KINDS = ("td", "tdrc", "itd", "gitd")
-DEFAULT_K = {"td": 1, "tdrc": 1, "itd": 5, "gitd": 5}
 # How the heads sit on the torso (docs/critics.md#head-layouts).
 HEAD_LAYOUTS = ("shared_linear", "shared_nonlinear", "independent")
 TORSOS = ("nature", "impala", "impala-gap", "minatar", "mlp")

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from offline_gitd.choices import CRITIC_KINDS, DRIVERS, HEAD_LAYOUTS, TORSOS
+from offline_gitd.choices import DRIVERS, HEAD_LAYOUTS, TORSOS
 from offline_gitd.config.fields import (
     check_common_ranges,
     describe_overrides,
@@ -24,6 +24,7 @@ from offline_gitd.config.fields import (
     parse_seeds,
     parse_widths,
 )
+from offline_gitd.critic_registry import critic_names, critic_spec
 from offline_gitd.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,8 +38,8 @@ class RunConfig:
     out: str = option("", "run directory (config.json, metrics.csv, results.csv, checkpoints/)")
     critic: str = option(
         "gitd",
-        "critic kind (td: DQN/SAC/CQL, tdrc: QRC, itd: i-TD, gitd: Gi-TD)",
-        choices=CRITIC_KINDS,
+        "critic (td: DQN/SAC/CQL, tdrc: QRC, itd: i-TD, gitd: Gi-TD, or an installed plug-in's)",
+        choices=critic_names,
     )
     K: int | None = option(None, "online Q-heads (1 for td/tdrc, paper: 5 for itd/gitd)", flag="--K")
     beta: float = option(1.0, "weight decay on the H-heads (tdrc, gitd)")
@@ -83,12 +84,12 @@ class RunConfig:
 
     def filled(self, values: dict[str, Any], defaults: dict[str, Any], domain: str) -> RunConfig:
         """``values`` (this config's fields, possibly changed) with every ``None`` taken from
-        ``defaults``, the paper's per-critic rule applied, validated, and ``K`` resolved."""
+        ``defaults`` (the critic's own for ``domain`` first: TDRC's shared heads on MuJoCo),
+        validated, and ``K`` resolved."""
+        defaults = {**defaults, **critic_spec(self.critic).defaults.get(domain, {})}
         for name, default in defaults.items():
             if values.get(name) is None:
                 values[name] = default
-        if domain == "continuous" and self.heads is None and self.critic == "tdrc":
-            values["heads"] = "shared_linear"  # paper: independent networks for all but TDRC
         resolved = type(self)(**values)
         resolved.validate()
         return dataclasses.replace(resolved, K=resolved.critic_config().K)

@@ -39,12 +39,18 @@ def option(
     help: str,
     *,
     flag: str | None = None,
-    choices: tuple[Any, ...] | None = None,
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
     parse: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
+    unset: str = "domain default",
 ) -> Any:
     """A dataclass field with the help text (and optional flag name, choices, and a parser of the
-    flag's text when the field's type alone cannot read it) of its CLI option."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "choices": choices, "parse": parse})
+    flag's text when the field's type alone cannot read it) of its CLI option. ``choices`` may be
+    a function returning them, called when a parser or a spec reads them: the critics, which
+    installed plug-ins extend (:func:`field_choices`). ``unset`` is what ``--help`` says a ``None``
+    default means (most fields: the domain's default)."""
+    metadata = {"help": help, "flag": flag, "choices": choices, "parse": parse, "metavar": metavar, "unset": unset}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def parse_ratio(text: str) -> float:
@@ -72,6 +78,47 @@ def check_range(flag: str, value: float | None, low: float, high: float | None =
         raise ConfigError(f"{flag} must be {bound}{f' ({why})' if why else ''}, got {value}")
 
 
+def field_choices(field: dataclasses.Field) -> tuple[Any, ...] | None:
+    """The values a field accepts (``None``: any of its type), computed now if given as a function."""
+    choices = field.metadata.get("choices")
+    return choices() if callable(choices) else choices
+
+
+def coerce_value(where: str, key: str, field: dataclasses.Field, kind: Any, value: Any) -> Any:
+    """A value read from a file (TOML, JSON) as the config field's type ``kind``, refused in one
+    line naming ``where`` (the file) and ``key`` when it is not one; a string is read by the flag's
+    own parser where the field has one (``utd = "1/4"``)."""
+    wrong = f"{where}: {key}: expected {getattr(kind, '__name__', kind)}, got {value!r}"
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(wrong)
+    elif kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(wrong)
+    elif kind is float:
+        parse = field.metadata.get("parse")
+        if isinstance(value, str) and parse is not None:  # the flag's own parser: --utd 1/4 is utd = "1/4"
+            try:
+                value = parse(value)
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"{where}: {key}: {err}") from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(wrong)
+        try:
+            value = float(value)
+        except OverflowError:  # an integer past float range (lr = 1 followed by 400 zeros)
+            raise ConfigError(f"{wrong} (too large for a float)") from None
+    elif kind is str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # seeds = 3, mlp_hidden = 50
+        if not isinstance(value, str):
+            raise ConfigError(wrong)
+    choices = field_choices(field)
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, choices))}")
+    return value
+
+
 def base_type(annotation: Any) -> Any:
     """``int | None`` -> ``int``; plain types pass through."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
@@ -92,9 +139,10 @@ def add_dataclass_arguments(
 
     ``only_given`` leaves a flag the user did not type out of the namespace (argparse's
     ``SUPPRESS``) instead of filling its default, so that a handler can tell "not given" from
-    "given the default value": what ``--resume`` needs to refuse only real differences.
-    :func:`from_namespace` fills the absent fields from the dataclass defaults. ``hidden`` fields
-    are parsed (so the handler can refuse them with its own message) but left out of ``--help``.
+    "given the default value": what ``--resume`` needs to refuse only real differences, and
+    ``--config`` to let typed flags override a file. ``cls(**given_fields(cls, args))`` fills the
+    absent fields from the dataclass defaults. ``hidden`` fields are parsed (so the handler can
+    refuse them with its own message) but left out of ``--help``.
     """
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
@@ -103,7 +151,7 @@ def add_dataclass_arguments(
         kind = base_type(hints[field.name])
         flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
         default = field.default
-        shown = "domain default" if default is None else default
+        shown = field.metadata.get("unset", "domain default") if default is None else default
         # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
         help_text = f"{field.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
         if field.name in hidden:
@@ -119,16 +167,10 @@ def add_dataclass_arguments(
                 dest=field.name,
                 type=field.metadata.get("parse") or kind,
                 default=parsed_default,
-                choices=field.metadata.get("choices"),
+                choices=field_choices(field),
+                metavar=field.metadata.get("metavar"),
                 help=help_text,
             )
-
-
-def from_namespace(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
-    """Build ``cls`` from parsed arguments; fields absent from ``args`` keep their defaults."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
-    values.update(extra)
-    return cls(**values)
 
 
 def describe_overrides(resolved: dict[str, Any], reference: dict[str, Any], ignored: tuple[str, ...]) -> str:

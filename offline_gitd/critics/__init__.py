@@ -1,37 +1,26 @@
-"""The four critics (DESIGN §2): pure loss functions over one multi-head network.
+"""The critics (docs/critics.md): pure loss functions over one multi-head network.
 
     loss, aux = critic_loss(cfg, net, params, frozen, batch)
 
 ``critic_loss`` evaluates the network (the discrete front end; continuous learners build their own
 :class:`CriticInputs` and call :func:`loss_from_inputs`), applies the kind's loss per sample,
-weights by the batch's importance weights and averages. ``frozen`` follows the rules of
-:mod:`offline_gitd.critics.frozen`; the optimiser is :func:`critic_optimizer`.
+weights by the batch's importance weights and averages. Which loss a kind is, and what it reads, is
+its record in :mod:`offline_gitd.critic_registry` (the paper's four, or a plug-in's). ``frozen``
+follows the rules of :mod:`offline_gitd.critics.frozen`; the optimiser is :func:`critic_optimizer`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
 
 from offline_gitd.batch import Batch
-from offline_gitd.critics.config import CRITIC_KINDS, DEFAULT_K, CriticConfig
+from offline_gitd.critics.config import CriticConfig
 from offline_gitd.critics.frozen import init_frozen, maintain, roll, soft_update
-from offline_gitd.critics.gitd import gitd_loss
 from offline_gitd.critics.inputs import CriticInputs, discrete_inputs, needs_online_next
-from offline_gitd.critics.itd import itd_loss
 from offline_gitd.critics.optim import critic_optimizer, h_mask
-from offline_gitd.critics.td import td_loss
-from offline_gitd.critics.tdrc import tdrc_loss
 from offline_gitd.networks import MultiHeadNetwork, Params, make_torso
-
-LOSSES: dict[str, Callable[[CriticInputs], tuple[jnp.ndarray, jnp.ndarray]]] = {
-    "td": td_loss,
-    "tdrc": tdrc_loss,
-    "itd": itd_loss,
-    "gitd": gitd_loss,
-}
 
 
 def make_network(
@@ -63,7 +52,7 @@ def loss_from_inputs(
     aux holds ``td_abs`` (per-sample mean |delta_k| over heads: PER's new priority) and per-head
     vectors ``bellman_error`` (mean delta_k^2), ``q_mean`` and ``h_mean``.
     """
-    per_sample, delta = LOSSES[cfg.kind](inputs)
+    per_sample, delta = cfg.spec.load_loss()(inputs)
     loss = jnp.mean(weight * per_sample)
     heads_axis_delta = delta.reshape(-1, delta.shape[-2], delta.shape[-1])
     aux: dict[str, Any] = {
@@ -79,14 +68,11 @@ def loss_from_inputs(
 def critic_loss(
     cfg: CriticConfig, net: MultiHeadNetwork, params: Params, frozen: Params, batch: Batch
 ) -> tuple[jnp.ndarray, dict[str, Any]]:
-    """Scalar loss whose gradient is the critic's update (DESIGN §2), and its statistics."""
+    """Scalar loss whose gradient is the critic's update (docs/critics.md), and its statistics."""
     return loss_from_inputs(cfg, discrete_inputs(cfg, net, params, frozen, batch), batch.weight)
 
 
 __all__ = [
-    "CRITIC_KINDS",
-    "DEFAULT_K",
-    "LOSSES",
     "CriticConfig",
     "CriticInputs",
     "critic_loss",

@@ -1,7 +1,8 @@
 """What a critic's loss reads: network outputs at (s, a) and bootstrap values at s'.
 
-The four losses (``td.py``, ``tdrc.py``, ``itd.py``, ``gitd.py``) are written over these arrays so
-they read like DESIGN §2's table and serve discrete and continuous critics alike. A front end
+The four losses (``td.py``, ``tdrc.py``, ``itd.py``, ``gitd.py``), and a plug-in critic's, are
+written over these arrays so they read like the table of docs/critics.md and serve discrete and
+continuous critics alike. A front end
 (:func:`discrete_inputs` here; the continuous one lives with the SAC-family learners) evaluates the
 network *inside* the differentiated function, so gradients reach the parameters through them.
 
@@ -47,11 +48,12 @@ class CriticInputs(NamedTuple):
 
 def needs_online_next(cfg: CriticConfig) -> bool:
     """Whether the loss bootstraps from the online heads at s' (and so pays an online pass on s')."""
-    if cfg.kind == "tdrc":
+    targets = cfg.spec.targets
+    if targets == "online":
         return True
-    if cfg.kind == "gitd":
+    if targets == "iterated_gradient":
         return cfg.K > 1
-    if cfg.kind == "itd":
+    if targets == "iterated":
         return cfg.K > 1 and cfg.D == 1
     return False
 
@@ -73,7 +75,7 @@ def bootstrap_values(
     v_frozen = sg(value_at_next(frozen["target"])[0]) if cfg.uses_target_network else None
     v_online = value_at_next(params) if needs_online_next(cfg) else None
     v_stale = None
-    if cfg.kind == "itd" and cfg.K > 1:
+    if cfg.spec.targets == "iterated" and cfg.K > 1:
         v_stale = sg(value_at_next(frozen["stale"]) if cfg.uses_stale_copies else v_online)
     return v_frozen, v_online, v_stale
 

@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields
+from offline_gitd.config.fields import add_dataclass_arguments, given_fields
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.rundir.flags import add_run_arguments, start_run
 
@@ -14,6 +14,7 @@ EXAMPLES = """examples:
   offline_gitd train --dataset rlu-atari:Pong/1:0-4 --critic gitd --K 5 --seeds 0-4 --epochs 10 --out runs/pong-gitd
   offline_gitd train --dataset minari:offline_gitd/LunarLander-v3/dqn-v0 --critic itd --out runs/ll-itd
   offline_gitd train --out runs/pong-gitd --resume --epochs 20     (continue, exactly where it stopped)
+  offline_gitd train --config runs/ll-itd/config.json --out runs/ll-itd-again   (run it again)
 """
 
 
@@ -41,6 +42,12 @@ def _train(args: argparse.Namespace) -> int:
     from offline_gitd.output_paths import require_dir_if_present, require_dir_target
 
     given = given_fields(OfflineConfig, args)
+    if args.config:
+        if args.resume:
+            raise ConfigError("--config starts a new run; --resume continues one from its own config.json")
+        from offline_gitd.config.files import read_fields
+
+        given = {**read_fields(args.config, OfflineConfig), **given}
     if given.get("out"):
         require_dir_target(given["out"], "--out")
     require_dir_if_present(given.get("data_dir"), "--data-dir")
@@ -51,7 +58,7 @@ def _train(args: argparse.Namespace) -> int:
 
         cfg = resume_config(Path(given["out"]), given)
     else:
-        cfg = from_namespace(OfflineConfig, args)
+        cfg = OfflineConfig(**given)
         if not cfg.dataset:
             raise ConfigError("--dataset is required (rlu-atari:GAME/RUN[:CHECKPOINTS] or minari:ID)")
         parse_dataset_id(cfg.dataset)

@@ -47,7 +47,15 @@ def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -
         raise ConfigError(f"continuous actions need the mlp torso, got --torso {cfg.torso}")
     from offline_gitd.learners.family import make_continuous_family
 
-    return make_continuous_family(cfg.critic_config(), spaces.action_size, obs_example, spaces.action_bounds, **common)
+    # One --mlp-hidden sets the critics and the actor (the MuJoCo table has FC 256 - FC 256 for both), as online.
+    return make_continuous_family(
+        cfg.critic_config(),
+        spaces.action_size,
+        obs_example,
+        spaces.action_bounds,
+        actor_hidden=cfg.hidden_sizes,
+        **common,
+    )
 
 
 def resolve_config(cfg: OfflineConfig) -> OfflineConfig:

@@ -32,8 +32,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_gitd.choices import CRITIC_KINDS
 from offline_gitd.config.fields import check_range
+from offline_gitd.critic_registry import critic_names
 from offline_gitd.data.minari_checkpoints import checkpoint_metadata
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
@@ -93,8 +93,8 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
     if request.checkpoint_every is not None and request.checkpoint_every < 1:
         raise UsageError(f"--checkpoint-every must be >= 1, got {request.checkpoint_every}")
     check_range("--seed", request.seed, 0, 2**31 - 1)
-    if request.critic not in CRITIC_KINDS:
-        raise UsageError(f"unknown --critic {request.critic!r}; choose one of {', '.join(CRITIC_KINDS)}")
+    if request.critic not in critic_names():
+        raise UsageError(f"unknown --critic {request.critic!r}; choose one of {', '.join(critic_names())}")
     try:
         parse_dataset_id(request.dataset_id)
     except Exception:  # minari raises ValueErrors, but also TypeErrors for an id with no version

@@ -7,7 +7,7 @@ import functools
 import shlex
 from pathlib import Path
 
-from offline_gitd.config.fields import add_dataclass_arguments, from_namespace, given_fields, parse_ratio
+from offline_gitd.config.fields import add_dataclass_arguments, given_fields, parse_ratio
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.rundir.flags import add_output_arguments, add_run_arguments, outputs_from_args, start_run
 
@@ -16,6 +16,7 @@ DQN_EXAMPLES = """\
   offline_gitd online dqn --env atari:Breakout --critic td --preset strong --utd 4 --out runs/breakout-strong
   offline_gitd online dqn --env CartPole-v1 --critic gitd --steps 50000 --seeds 0-4 --out runs/cartpole
   offline_gitd online dqn --out runs/cartpole --resume --steps 100000   (continue exactly where it stopped)
+  offline_gitd online dqn --env CartPole-v1 --init-from runs/cp-gitd --with-dataset --initial-samples 0 --out runs/ft
 """
 SAC_EXAMPLES = """\
   offline_gitd online sac --env HalfCheetah-v5 --critic gitd --K 5 --steps 1000000 --out runs/hc-gisac
@@ -26,6 +27,22 @@ EXAMPLES = "examples:\n" + DQN_EXAMPLES + SAC_EXAMPLES
 # Flags that only mean something for DQN (epsilon-greedy exploration, the strong DQN preset): left
 # out of `online sac --help`, and refused there with a reason.
 DQN_ONLY = ("epsilon_start", "epsilon_end", "epsilon_steps", "preset")
+COLLECT_POLICIES = ("dqn", "sac", "random")
+# The keys of `collect --config FILE` (a sweep's [[collect]] tables use the same names).
+COLLECT_KEYS = {
+    "env": str,
+    "steps": int,
+    "out": str,
+    "policy": str,
+    "critic": str,
+    "seed": int,
+    "horizon": int,
+    "data_dir": str,
+    "run_dir": str,
+    "checkpoint_every": int,
+    "epsilon_steps": int,
+    "utd": (int, float, str),
+}
 
 
 COLLECT_EXAMPLES = """examples:
@@ -34,6 +51,7 @@ COLLECT_EXAMPLES = """examples:
   offline_gitd collect Pendulum-v1 --policy sac --steps 20000 --out offline_gitd/Pendulum-v1/sac-v0
   offline_gitd collect MinAtar/Breakout-v1 --policy dqn --steps 200000 --checkpoint-every 20000 \
       --out offline_gitd/MinAtar-Breakout-v1/dqn-replay-v0   (DQN replay, the RL Unplugged way)
+  offline_gitd collect --config collect.toml --seed 1     (env, steps, out ... from the file)
   offline_gitd train --dataset minari:offline_gitd/LunarLander-v3/dqn-v0 --critic gitd --out runs/ll
 """
 
@@ -88,18 +106,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     collect.add_argument(
         "env_id",
         metavar="ENV_ID",
-        help="gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1, MinAtar/Breakout-v1",
+        nargs="?",
+        default=None,
+        help="gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1, MinAtar/Breakout-v1 (required, here or as env in --config)",
     )
-    collect.add_argument("--steps", type=int, required=True, help="environment steps to record")
-    collect.add_argument("--out", required=True, help="Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0")
+    collect.add_argument("--steps", type=int, default=None, help="environment steps to record (required)")
+    collect.add_argument(
+        "--out", default=None, help="Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0 (required)"
+    )
     collect.add_argument(
         "--policy",
-        choices=("dqn", "sac", "random"),
+        choices=COLLECT_POLICIES,
         default=None,
         help="behaviour policy (default: dqn for discrete, sac for continuous actions)",
     )
-    collect.add_argument("--critic", default="td", help="behaviour agent's critic (default: td, the paper's DQN)")
-    collect.add_argument("--seed", type=int, default=0, help="seed of the env, the agent and the random policy")
+    collect.add_argument("--critic", default=None, help="behaviour agent's critic (default: td, the paper's DQN)")
+    collect.add_argument(
+        "--seed", type=int, default=None, help="seed of the env, the agent and the random policy (default: 0)"
+    )
     collect.add_argument(
         "--horizon",
         type=int,
@@ -139,6 +163,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="behaviour agent: updates per env step, an integer or 1/n (default: the env's table)",
     )
     collect.add_argument("--overwrite", action="store_true", help="replace an existing local dataset with this id")
+    collect.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"read the options from a TOML file (keys: {', '.join(COLLECT_KEYS)}); flags given here override it",
+    )
     add_output_arguments(collect, checkpoints=False)
     collect.set_defaults(func=_collect)
 
@@ -152,6 +182,12 @@ def _online(args: argparse.Namespace) -> int:
     if args.algo == "sac" and exploration:
         flag = "--" + exploration[0].replace("_", "-")
         raise ConfigError(f"{flag} sets DQN's epsilon-greedy exploration; online sac explores with its policy")
+    if args.config:  # a run's config.json records every field, exploration included: not refused
+        given = {**_fields_from_file(args.config, args.algo, args.resume), **given}
+    if given.get("init_from") and not args.resume:
+        from offline_gitd.online.origin import inherit_network
+
+        given = inherit_network(given)
     if given.get("out"):
         require_dir_target(given["out"], "--out")
     if args.resume:
@@ -164,7 +200,7 @@ def _online(args: argparse.Namespace) -> int:
         if cfg.algo != args.algo:
             raise ConfigError(f"{given['out']} is an online {cfg.algo} run: resume it with online {cfg.algo}")
     else:
-        cfg = from_namespace(OnlineConfig, args)
+        cfg = OnlineConfig(**given)
         cfg.check_flags()  # bad flags are refused before JAX is imported
     if args.trust_pickles and not args.resume:
         raise ConfigError("--trust-pickles only applies to --resume (a new run writes no pickle)")
@@ -189,34 +225,90 @@ def _online(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fields_from_file(path: str, algo: str, resume: bool) -> dict:
+    """The OnlineConfig fields of ``--config FILE``; a file of the other algorithm is refused."""
+    from offline_gitd.config.files import read_fields
+    from offline_gitd.errors import ConfigError
+
+    if resume:
+        raise ConfigError("--config starts a new run; --resume continues one from its own config.json")
+    values = read_fields(path, OnlineConfig, skip=("algo",))
+    saved = values.pop("algo", algo)
+    if saved != algo:
+        raise ConfigError(f"--config {path} is an online {saved} config: run it with online {saved}")
+    return values
+
+
+def _collect_options(args: argparse.Namespace) -> dict:
+    """The collect options: ``--config FILE``'s, the flags typed on top, then the defaults;
+    ENV_ID, --steps and --out must come from one of the two."""
+    from offline_gitd.config.files import read_table, refuse_unknown
+    from offline_gitd.errors import ConfigError
+
+    typed = {
+        "env": args.env_id,
+        "steps": args.steps,
+        "out": args.out,
+        "policy": args.policy,
+        "critic": args.critic,
+        "seed": args.seed,
+        "horizon": args.horizon,
+        "data_dir": args.data_dir,
+        "run_dir": args.run_dir,
+        "checkpoint_every": args.checkpoint_every,
+        "epsilon_steps": args.epsilon_steps,
+        "utd": args.utd,
+    }
+    options = {}
+    if args.config:
+        table = read_table(args.config)
+        refuse_unknown(f"--config {args.config}", table, COLLECT_KEYS)
+        for key, value in table.items():
+            kind = COLLECT_KEYS[key]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                expected = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+                raise ConfigError(f"--config {args.config}: {key}: expected {expected}, got {value!r}")
+        if isinstance(table.get("utd"), str):
+            table["utd"] = parse_ratio(table["utd"])
+        options.update(table)
+    options.update({key: value for key, value in typed.items() if value is not None})
+    options = {"critic": "td", "seed": 0, **options}
+    for key, flag in (("env", "ENV_ID"), ("steps", "--steps"), ("out", "--out")):
+        if key not in options:
+            raise ConfigError(f"collect needs {flag} (on the command line or as {key} in --config)")
+    if options.get("policy") not in (None, *COLLECT_POLICIES):
+        raise ConfigError(f"policy must be one of {', '.join(COLLECT_POLICIES)}, got {options['policy']!r}")
+    return options
+
+
 def _collect(args: argparse.Namespace) -> int:
     from offline_gitd.online.collect import CollectRequest, collect
     from offline_gitd.output_paths import require_dir_target
 
-    if args.run_dir:
-        require_dir_target(args.run_dir, "--run-dir")
-    if args.data_dir:
-        require_dir_target(args.data_dir, "--data-dir")
+    options = _collect_options(args)
+    run_dir, data_dir, dataset_id = options.get("run_dir"), options.get("data_dir"), options["out"]
+    if run_dir:
+        require_dir_target(run_dir, "--run-dir")
+    if data_dir:
+        require_dir_target(data_dir, "--data-dir")
     request = CollectRequest(
-        env_id=args.env_id,
-        steps=args.steps,
-        dataset_id=args.out,
-        policy=args.policy,
-        critic=args.critic,
-        seed=args.seed,
-        horizon=args.horizon,
-        data_dir=args.data_dir,
-        run_dir=args.run_dir,
+        env_id=options["env"],
+        steps=options["steps"],
+        dataset_id=dataset_id,
+        policy=options.get("policy"),
+        critic=options["critic"],
+        seed=options["seed"],
+        horizon=options.get("horizon"),
+        data_dir=data_dir,
+        run_dir=run_dir,
         overwrite=args.overwrite,
-        checkpoint_every=args.checkpoint_every,
-        epsilon_steps=args.epsilon_steps,
-        utd=args.utd,
+        checkpoint_every=options.get("checkpoint_every"),
+        epsilon_steps=options.get("epsilon_steps"),
+        utd=options.get("utd"),
     )
     where = collect(request, progress=args.progress, outputs=outputs_from_args(args))
-    print(f"dataset {args.out} written to {where}")
+    print(f"dataset {dataset_id} written to {where}")
     from offline_gitd.data.paths import data_dir_flag
 
-    print(
-        f"train on it with: offline_gitd train --dataset minari:{args.out}{data_dir_flag(args.data_dir)} --out RUN_DIR"
-    )
+    print(f"train on it with: offline_gitd train --dataset minari:{dataset_id}{data_dir_flag(data_dir)} --out RUN_DIR")
     return 0

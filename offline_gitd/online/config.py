@@ -48,6 +48,23 @@ class OnlineConfig(RunConfig):
     )
     log_every: int | None = option(None, "env steps between metrics/results rows")
     checkpoint_every: int | None = option(None, "env steps between checkpoints (a multiple of --log-every)")
+    init_from: str | None = option(
+        None,
+        "start from this offline run's checkpoint (same critic and network; unset ones are taken from it)",
+        metavar="RUN_DIR",
+        unset="a fresh network",
+    )
+    init_epoch: int | None = option(
+        None, "with --init-from: the offline run's epoch to start from", flag="--epoch", metavar="E", unset="latest"
+    )
+    init_seed: int | None = option(
+        None,
+        "with --init-from: the offline seed every seed starts from",
+        flag="--seed",
+        metavar="S",
+        unset="each seed its own",
+    )
+    with_dataset: bool = option(False, "with --init-from: fill each seed's replay with the offline run's dataset first")
 
     NOT_HASHED: ClassVar[tuple[str, ...]] = (*RunConfig.NOT_HASHED, "steps", "log_every", "checkpoint_every")
 
@@ -84,6 +101,12 @@ class OnlineConfig(RunConfig):
                 raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(self, name)}")
         if not (math.isfinite(self.per_alpha) and self.per_alpha >= 0):
             raise ConfigError(f"--per-alpha must be >= 0, got {self.per_alpha}")
+        if self.init_from is None:
+            for name, flag in (("init_epoch", "--epoch"), ("init_seed", "--seed"), ("with_dataset", "--with-dataset")):
+                if getattr(self, name) not in (None, False):
+                    raise ConfigError(f"{flag} says how to start from an offline run: it needs --init-from RUN_DIR")
+        for name, flag in (("init_epoch", "--epoch"), ("init_seed", "--seed")):
+            check_range(flag, getattr(self, name), 0)
         if self.log_every and self.checkpoint_every and self.checkpoint_every % self.log_every:
             raise ConfigError(
                 f"--checkpoint-every ({self.checkpoint_every}) must be a multiple of --log-every ({self.log_every})"

@@ -45,6 +45,7 @@ from offline_gitd.online.host_state import (
     read_legacy_host_state,
     write_host_state,
 )
+from offline_gitd.online.init_from import Origin, seed_replay
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.progress import Progress
 from offline_gitd.rundir.flags import Outputs
@@ -112,10 +113,12 @@ class OnlineRun:
         wrap_env: Callable[[gym.Env], gym.Env] | None,
         run: RunLifecycle,
         trust_pickles: bool = False,
+        origin: Origin | None = None,
     ) -> None:
         """``run`` opens the run directory once the networks exist (a network that does not fit
         the env fails before). ``trust_pickles`` lets a resume read the pickled host states of
-        older versions (they can run code when read)."""
+        older versions (they can run code when read); a new run starts from ``origin`` where given
+        (an offline run's checkpoint, and perhaps its data in every seed's replay)."""
         self.cfg, self.info, self.family, self.run_dir, self.progress = cfg, info, family, run_dir, progress
         self.trust_pickles = trust_pickles
         self.seeds = cfg.seed_list
@@ -126,6 +129,9 @@ class OnlineRun:
         self.run_chunk = make_chunk_runner(family.step, self.driver)
         seeds = jnp.asarray(self.seeds)
         self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))
+        self.origin = origin
+        if origin is not None:
+            self.state = origin.state
         if cfg.algo == "dqn":
             greedy = jax.jit(jax.vmap(lambda s, o: family.act(s, o[None], None)[0]))
             self.policy = lambda state, obs, step: greedy(state, obs)
@@ -179,6 +185,8 @@ class OnlineRun:
         else:
             for seed in self.seeds:
                 slot = new_slot(self.cfg, self.info, seed)
+                if self.origin is not None and self.origin.dataset is not None:
+                    seed_replay(slot.replay.store, self.origin.dataset, self.cfg.clip_rewards)
                 slot.env = self.wrap_env(make_online_env(self.cfg, self.info, seed))
                 _start_episode(slot, self.info)
                 self.slots.append(slot)
@@ -396,11 +404,13 @@ def run_online(
     command_line: Sequence[str] | None = None,
     outputs: Outputs | None = None,
     trust_pickles: bool = False,
+    origin: Origin | None = None,
 ) -> Path:
     """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
 
     ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it);
     ``trust_pickles`` lets a resume read an older version's pickled host state.
+    ``origin`` is the offline run a new run starts from, recorded in ``config.json``.
     """
     run_dir = Path(cfg.out)
     record, made_by = run_record(
@@ -410,6 +420,7 @@ def run_online(
         method_config=cfg.method_config(info.domain),
         command_line=command_line,
         data_dir=None,
+        **({"init_from": origin.record} if origin is not None else {}),
     )
     run = RunLifecycle(
         run_dir,
@@ -421,5 +432,5 @@ def run_online(
         unit="env step",
         extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
     )
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run, trust_pickles).train()
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run, trust_pickles, origin).train()
     return run_dir

@@ -75,7 +75,8 @@ def train(
     written until the flags, the run directory, the env and the networks have been checked, and
     the run directory is locked for this process alone until the run ends (docs/locks.md).
     ``trust_pickles``: a resume may read the pickled host states of older versions (they can run
-    code when read: docs/bounds.md#run-directories-are-data)."""
+    code when read: docs/bounds.md#run-directories-are-data). With ``cfg.init_from`` a new run starts
+    from that offline run's checkpoint (:mod:`offline_gitd.online.init_from`)."""
     from offline_gitd.online.loop import run_online
     from offline_gitd.rundir.files import absolute, check_run_dir
     from offline_gitd.rundir.lock import hold_run_dir
@@ -87,10 +88,20 @@ def train(
         if cfg.out:
             check_run_dir(Path(cfg.out), resume, overwrite)
         cfg, info = resolve_config(cfg)
+        origin = None
+        if cfg.init_from and not resume:  # a resumed run continues from its own checkpoint
+            from offline_gitd.online.init_from import load_origin, resolve_origin
+
+            cfg = resolve_origin(cfg)
+            family = build_family(cfg, info)
+            origin = load_origin(cfg, info, family)
+        else:
+            family = build_family(cfg, info)
         return run_online(
             cfg,
             info,
-            build_family(cfg, info),
+            family,
+            origin=origin,
             resume=resume,
             progress=progress,
             wrap_env=wrap_env,

@@ -56,8 +56,15 @@ def outputs_from_args(args: argparse.Namespace) -> Outputs:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, length_flag: str) -> None:
-    """The flags every run command (``train``, ``online``) shares beside its config's: resume,
-    overwrite, and where its scalars go (progress, TensorBoard, wandb, checkpoints kept)."""
+    """The flags every run command (``train``, ``online``) shares beside its config's: a config
+    file, resume, overwrite, and where its scalars go (progress, TensorBoard, wandb, checkpoints kept)."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="read the run's fields from FILE (TOML, or a run's config.json to run it again); "
+        "flags given here override the file",
+    )
     parser.add_argument(
         "--resume",
         action="store_true",

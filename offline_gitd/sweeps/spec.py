@@ -15,7 +15,6 @@ training (DESIGN §8).
 
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 import itertools
@@ -28,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from offline_gitd.config.fields import MAX_SEEDS, base_type, parse_int_range
+from offline_gitd.config.fields import MAX_SEEDS, base_type, coerce_value, parse_int_range
 from offline_gitd.errors import ConfigError
 
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -236,39 +235,6 @@ def _field_types(cls: type) -> dict[str, dataclasses.Field]:
     return {field.name: field for field in dataclasses.fields(cls)}
 
 
-def _coerce(where: str, key: str, field: dataclasses.Field, kind: Any, value: Any) -> Any:
-    """A TOML value as the config field's type, refused with the spec key when it is not one."""
-    wrong = f"{where}: {key}: expected {getattr(kind, '__name__', kind)}, got {value!r}"
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(wrong)
-    elif kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(wrong)
-    elif kind is float:
-        parse = field.metadata.get("parse")
-        if isinstance(value, str) and parse is not None:  # the flag's own parser: --utd 1/4 is utd = "1/4"
-            try:
-                value = parse(value)
-            except argparse.ArgumentTypeError as err:
-                raise ConfigError(f"{where}: {key}: {err}") from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(wrong)
-        try:
-            value = float(value)
-        except OverflowError:  # an integer past float range (lr = 1 followed by 400 zeros)
-            raise ConfigError(f"{wrong} (too large for a float)") from None
-    elif kind is str:
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)  # seeds = 3, mlp_hidden = 50
-        if not isinstance(value, str):
-            raise ConfigError(wrong)
-    choices = field.metadata.get("choices")
-    if choices and value not in choices:
-        raise ConfigError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, choices))}")
-    return value
-
-
 def _check_field(where: str, key: str, spec: SweepSpec, name: str, value: Any) -> Any:
     fields = _field_types(spec.config_class)
     if name in RESERVED:
@@ -276,7 +242,7 @@ def _check_field(where: str, key: str, spec: SweepSpec, name: str, value: Any) -
     if name not in fields or (name == "algo" and spec.command != "train"):
         raise ConfigError(f"{where}: {key}: unknown field for {spec.command!r}")
     kind = base_type(typing.get_type_hints(spec.config_class)[name])
-    return _coerce(where, key, fields[name], kind, value)
+    return coerce_value(where, key, fields[name], kind, value)
 
 
 def _axes(spec: SweepSpec) -> list[tuple[str, list[tuple[str | None, dict[str, Any]]]]]:

@@ -1,0 +1,94 @@
+"""Runs as files: ``--config FILE`` reads a run's fields from TOML or from a run's ``config.json``.
+
+A TOML file holds fields at its top level, named as the config dataclass names them (``critic =
+"gitd"``, ``mlp_hidden = "64,64"``, ``utd = "1/4"``); a JSON file is a run's ``config.json``, whose
+``"config"`` key holds the resolved fields, so ``train --config runs/a/config.json --out runs/b``
+runs run a again (docs/python-api.md#runs-as-files). Flags typed on the command line override
+the file. Values are checked as a sweep spec's are (the field's type and choices), and unknown keys
+are refused in one line naming them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from offline_gitd.config.fields import base_type, coerce_value
+from offline_gitd.errors import ConfigError
+
+
+def read_table(path: str | Path) -> dict[str, Any]:
+    """The file's fields: a TOML table, or a ``config.json``'s ``"config"`` (a JSON object of
+    fields without one is taken whole)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--config {path}: is a directory (pass RUN_DIR/config.json or a .toml file)") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--config {path}: not a text file") from None
+    if path.suffix == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"--config {path}: not valid JSON ({err})") from None
+        if isinstance(raw, dict) and isinstance(raw.get("config"), dict):
+            raw = raw["config"]
+    else:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"--config {path}: not valid TOML ({err})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"--config {path}: expected a table of fields, got {type(raw).__name__}")
+    return raw
+
+
+def refuse_unknown(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
+    """One line, starting with ``where``, naming every key of ``table`` that is not in ``known``."""
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}")
+
+
+def read_fields(path: str | Path, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of config dataclass ``cls`` that the file sets, typed as ``cls`` types them.
+
+    ``skip`` names fields a file may carry but that are not the file's to set (a run's ``algo``,
+    which the subcommand names): they are returned as read, for the caller to compare."""
+    return typed_fields(read_table(path), cls, f"--config {path}", skip)
+
+
+def typed_fields(table: Mapping[str, Any], cls: type, where: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``table``'s values as the fields of ``cls`` type them; unknown keys and wrong types are
+    refused in one line starting with ``where``."""
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    refuse_unknown(where, table, fields)
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, value in table.items():
+        if value is None or name in skip:
+            if value is None and fields[name].default is not None and name not in skip:
+                raise ConfigError(f"{where}: {name}: null is not a value of this field")
+            values[name] = value
+            continue
+        values[name] = coerce_value(where, name, fields[name], base_type(hints[name]), value)
+    return values
+
+
+def config_from(source: Any, cls: type) -> Any:
+    """A ``cls`` from itself, a mapping of its fields, or a file (TOML, or a run's config.json)."""
+    if isinstance(source, cls):
+        return source
+    if isinstance(source, Mapping):
+        return cls(**typed_fields(source, cls, "config"))
+    if isinstance(source, (str, Path)):
+        return cls(**read_fields(source, cls))
+    raise ConfigError(f"a config is a {cls.__name__}, a dict of its fields or a file path, not {type(source).__name__}")
