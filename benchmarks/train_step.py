@@ -15,9 +15,12 @@ Targets on 2 CPU cores (issue 4): td-CQL Nature CNN <= 35 ms, gitd/td <= 1.75, 8
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,8 +44,9 @@ DEFAULT_CHUNK = {"nature": 20, "mlp": 200, "gym-mlp": 2000}
 N_ACTIONS = 6
 
 
-def random_batches(rng: np.random.Generator, setup: str, seeds: int, count: int) -> list[Batch]:
-    _, shape, dtype, batch, _ = SETUPS[setup]
+def random_batches(rng: np.random.Generator, setup: str | tuple, seeds: int, count: int) -> list[Batch]:
+    """``count`` random batches with a leading seed axis; ``setup`` is a label of SETUPS or such a tuple."""
+    _, shape, dtype, batch, _ = SETUPS[setup] if isinstance(setup, str) else setup
 
     def obs() -> np.ndarray:
         if dtype == np.uint8:
@@ -62,40 +66,51 @@ def random_batches(rng: np.random.Generator, setup: str, seeds: int, count: int)
     ]
 
 
-def make_family(kind: str, setup: str):
-    torso, shape, dtype, _, widths = SETUPS[setup]
+def make_family(kind: str, setup: str | tuple, torso_module: nn.Module | None = None):
+    """The CQL family of ``setup``; ``torso_module`` replaces the named torso (a network not in the package)."""
+    torso, shape, dtype, _, widths = SETUPS[setup] if isinstance(setup, str) else setup
     critic = CriticConfig(kind=kind, K=None if kind in ("td", "tdrc") else 5, T=2000)
-    return make_discrete_family(
+    family = make_discrete_family(
         critic,
         N_ACTIONS,
         np.zeros((1, *shape), dtype),
-        torso=torso,
+        torso="mlp" if torso_module is not None else torso,
         mlp_hidden=widths,
         head_hidden=512,
         lr=5e-5,
         adam_eps=3.125e-4,
         cql_alpha=0.1,
     )
+    if torso_module is not None:
+        family = dataclasses.replace(family, net=dataclasses.replace(family.net, torso=torso_module))
+    return family
+
+
+def chunk_timer(family, setup: str | tuple, driver: str, seeds: int, chunk: int) -> Callable[[], float]:
+    """A function that runs one chunk of ``chunk`` updates of ``seeds`` seeds in one program and
+    returns its wall time per update in ms; the chunk that compiles is run here, untimed."""
+    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
+    run = make_chunk_runner(family.step, driver)
+    pool = random_batches(np.random.default_rng(0), setup, seeds, chunk)
+    batches = (
+        jax.device_put(jax.tree.map(lambda *xs: np.stack(xs), *pool)) if driver == "scan" else jax.device_put(pool)
+    )
+    box = [state]
+
+    def run_chunk() -> float:
+        started = time.perf_counter()
+        box[0], aux = run(box[0], batches)
+        jax.block_until_ready((box[0], aux))
+        return (time.perf_counter() - started) / chunk * 1000
+
+    run_chunk()
+    return run_chunk
 
 
 def ms_per_step(kind: str, setup: str, driver: str, seeds: int, chunk: int, repeats: int) -> float:
     """Median wall time per update over ``repeats`` chunks, after one compiling chunk."""
-    family = make_family(kind, setup)
-    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
-    run = make_chunk_runner(family.step, driver)
-    rng = np.random.default_rng(0)
-    pool = random_batches(rng, setup, seeds, chunk)
-    device_pool = [jax.device_put(b) for b in pool]
-    stacked = jax.device_put(jax.tree.map(lambda *xs: np.stack(xs), *pool))
-    batches = stacked if driver == "scan" else device_pool
-    times = []
-    for i in range(repeats + 1):
-        started = time.perf_counter()
-        state, aux = run(state, batches)
-        jax.block_until_ready((state, aux))
-        if i:  # the first chunk compiles
-            times.append((time.perf_counter() - started) / chunk * 1000)
-    return statistics.median(times)
+    run_chunk = chunk_timer(make_family(kind, setup), setup, driver, seeds, chunk)
+    return statistics.median(run_chunk() for _ in range(repeats))
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 from offline_gitd.batch import Batch
 from offline_gitd.critics.config import CriticConfig
-from offline_gitd.critics.inputs import CriticInputs, bootstrap_values
+from offline_gitd.critics.inputs import CriticInputs, bootstrap_values, needs_online_next
 from offline_gitd.networks.multihead import MultiHeadNetwork, Params
 
 
@@ -55,10 +55,16 @@ def continuous_inputs(
         """[E, heads, B] -> min over ensembles minus alpha log pi: [heads, B]."""
         return q_next.min(axis=0) - entropy_bonus
 
-    q_sa, h_sa = jax.vmap(net.apply, in_axes=(0, None, None))(params, batch.obs, batch.action)
-
-    v_frozen, v_online, v_stale = bootstrap_values(
-        cfg, lambda p: soft_value(ensemble_q_values(net, p, batch.next_obs, next_action)), params, frozen
+    v_online = None
+    if needs_online_next(cfg):
+        q_sa, h_sa, q_next = jax.vmap(net.apply_with_next, in_axes=(0, None, None, None, None))(
+            params, batch.obs, batch.next_obs, batch.action, next_action
+        )
+        v_online = soft_value(q_next)
+    else:
+        q_sa, h_sa = jax.vmap(net.apply, in_axes=(0, None, None))(params, batch.obs, batch.action)
+    v_frozen, v_stale = bootstrap_values(
+        cfg, lambda p: soft_value(ensemble_q_values(net, p, batch.next_obs, next_action)), frozen, v_online
     )
     return CriticInputs(
         q_sa=q_sa,

@@ -64,30 +64,34 @@ def _take_action(values: jnp.ndarray, action: jnp.ndarray) -> jnp.ndarray:
 
 
 def bootstrap_values(
-    cfg: CriticConfig, value_at_next: Callable[[Params], jnp.ndarray], params: Params, frozen: Params
-) -> tuple[jnp.ndarray | None, jnp.ndarray | None, jnp.ndarray | None]:
-    """(v_next_frozen, v_next_online, v_next_stale) for the critic's kind, computing only what it reads.
+    cfg: CriticConfig, value_at_next: Callable[[Params], jnp.ndarray], frozen: Params, v_online: jnp.ndarray | None
+) -> tuple[jnp.ndarray | None, jnp.ndarray | None]:
+    """(v_next_frozen, v_next_stale) for the critic's kind, computing only what it reads.
 
     ``value_at_next(p)`` is the bootstrap value of every head in ``p`` at s', shape [heads, B]:
     max_a Q(s', a) for discrete critics, min over ensembles of Q(s', a') - alpha log pi for SAC.
+    ``v_online`` is that of the online heads, with gradient, computed by the caller together with
+    the online pass at s when :func:`needs_online_next` (else None).
     """
     sg = jax.lax.stop_gradient
     v_frozen = sg(value_at_next(frozen["target"])[0]) if cfg.uses_target_network else None
-    v_online = value_at_next(params) if needs_online_next(cfg) else None
     v_stale = None
     if cfg.spec.targets == "iterated" and cfg.K > 1:
         v_stale = sg(value_at_next(frozen["stale"]) if cfg.uses_stale_copies else v_online)
-    return v_frozen, v_online, v_stale
+    return v_frozen, v_stale
 
 
 def discrete_inputs(
     cfg: CriticConfig, net: MultiHeadNetwork, params: Params, frozen: Params, batch: Batch
 ) -> CriticInputs:
     """Discrete actions: bootstrap value of a head is max_a Q(s', a)."""
-    q_all, h_all = net.apply(params, batch.obs)
-    v_frozen, v_online, v_stale = bootstrap_values(
-        cfg, lambda p: net.q_values(p, batch.next_obs).max(axis=-1), params, frozen
-    )
+    v_online = None
+    if needs_online_next(cfg):
+        q_all, h_all, q_next = net.apply_with_next(params, batch.obs, batch.next_obs)
+        v_online = q_next.max(axis=-1)
+    else:
+        q_all, h_all = net.apply(params, batch.obs)
+    v_frozen, v_stale = bootstrap_values(cfg, lambda p: net.q_values(p, batch.next_obs).max(axis=-1), frozen, v_online)
     return CriticInputs(
         q_sa=_take_action(q_all, batch.action),
         h_sa=None if h_all is None else _take_action(h_all, batch.action),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from offline_gitd.networks.conv import Conv
+
 
 class MinAtarCNN(nn.Module):
     """Young & Tian (2019): conv 16 3x3/1 VALID, ReLU, FC ``features``, ReLU.
@@ -23,6 +25,6 @@ class MinAtarCNN(nn.Module):
     @nn.compact
     def __call__(self, obs: jnp.ndarray) -> jnp.ndarray:
         x = obs.astype(jnp.float32)
-        x = nn.relu(nn.Conv(16, (3, 3), (1, 1), padding="VALID")(x))
+        x = nn.relu(Conv(16, (3, 3), (1, 1), padding="VALID")(x))
         x = x.reshape(x.shape[:-3] + (-1,))
         return nn.relu(nn.Dense(self.features)(x))

@@ -1,6 +1,7 @@
 """Feature extractors ("torsos") shared by all critics (DESIGN §3).
 
-Every torso maps observations to a flat feature vector. Observations arrive as uint8 frames when
+Every torso maps observations to a flat feature vector. Convolutions are :class:`~offline_gitd.networks.conv.Conv`
+(patches times a matrix on the CPU: seeds vmapped over one program batch). Observations arrive as uint8 frames when
 they come from Atari (the cheapest thing to move from host to device) and are scaled to [0, 1]
 here, inside the network, so no caller ever has to remember to do it.
 """
@@ -11,6 +12,8 @@ from collections.abc import Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
+
+from offline_gitd.networks.conv import Conv
 
 
 def scale_observation(obs: jnp.ndarray) -> jnp.ndarray:
@@ -33,7 +36,7 @@ class NatureCNN(nn.Module):
     def __call__(self, obs: jnp.ndarray) -> jnp.ndarray:
         x = scale_observation(obs)
         for channels, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
-            x = nn.relu(nn.Conv(channels, (kernel, kernel), (stride, stride), padding="VALID")(x))
+            x = nn.relu(Conv(channels, (kernel, kernel), (stride, stride), padding="VALID")(x))
         x = x.reshape(x.shape[:-3] + (-1,))
         return nn.relu(nn.Dense(self.features)(x))
 
@@ -43,8 +46,8 @@ class _ResidualBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x: jnp.ndarray) -> jnp.ndarray:
-        y = nn.Conv(self.channels, (3, 3))(nn.relu(x))
-        y = nn.Conv(self.channels, (3, 3))(nn.relu(y))
+        y = Conv(self.channels, (3, 3))(nn.relu(x))
+        y = Conv(self.channels, (3, 3))(nn.relu(y))
         return x + y
 
 
@@ -63,7 +66,7 @@ class ImpalaCNN(nn.Module):
     def __call__(self, obs: jnp.ndarray) -> jnp.ndarray:
         x = scale_observation(obs)
         for channels in self.channels:
-            x = nn.Conv(channels, (3, 3))(x)
+            x = Conv(channels, (3, 3))(x)
             x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
             x = _ResidualBlock(channels)(x)
             x = _ResidualBlock(channels)(x)
