@@ -1,4 +1,4 @@
-"""The paper's offline Gym ablation, full protocol (REFERENCE "Offline Gym ablation"): the sweep
+"""The paper's offline Gym ablation, full protocol (docs/reproducing.md#offline-gym-ablation-lunarlander-mountaincar): the sweep
 ``sweeps/gym_offline.toml`` on Ray, then the report of the paper's claims.
 
 Run by hand; the sweep is resumable, so an interrupted benchmark continues where it stopped:

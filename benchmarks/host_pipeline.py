@@ -24,7 +24,7 @@ Part 2, end to end with the real Nature-CNN CQL step (``--critics``, seeds 1 and
 per step on data already on the device, end-to-end ms per step as the offline loop runs it
 (prefetched feed, ``--frames`` placement), the host's ms per step measured alone and its ratio to
 the device's, and an offline Atari epoch's (62,500 steps) projected time. On CPU also today's
-end-to-end step (the loop before issue 15). Targets (issue 15) are checked at the end.
+end-to-end step (the loop before frame references and prefetching). Targets (docs/offline.md#feeding-the-device) are checked at the end.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from train_step import make_family  # noqa: E402 - the same CQL family as benchm
 
 BATCH = 32
 FRAME_BYTES = 84 * 84
-EPOCH_STEPS = 62_500  # offline Atari gradient steps per epoch (REFERENCE)
+EPOCH_STEPS = 62_500  # offline Atari gradient steps per epoch (docs/reproducing.md#hyperparameters)
 TODAY_CPU_TD_MS = 28.5  # docs/benchmarks.md#training-step: Nature CNN td, loop driver, 2 CPU cores
 
 
@@ -101,7 +101,7 @@ def page_in(store: EpisodeStore) -> float:
 
 
 def today_chunk(replay: Replay, rngs: list[np.random.Generator], count: int) -> Batch:
-    """The feed before issue 15: per-seed ``sample_chunk``, stacked over seeds, then sent."""
+    """The feed before frame references and prefetching: per-seed ``sample_chunk``, stacked over seeds, then sent."""
     per_seed = [replay.sample_chunk(BATCH, count, rng) for rng in rngs]
     return jax.device_put(Batch(*(np.stack(field, axis=1) for field in zip(*per_seed, strict=True))))
 
@@ -269,7 +269,7 @@ def e2e_timer(feed: ChunkFeed, run: Callable, family: Any, seeds: int) -> Callab
 
 
 def today_timer(replay: Replay, family: Any, seeds: int, chunk_size: int, driver: str) -> Callable[[int, int], float]:
-    """ms per step as the offline loop ran before issue 15: no prefetch, 8-frame stacks built on
+    """ms per step as the offline loop ran before frame references and prefetching: no prefetch, 8-frame stacks built on
     the host, numpy batches handed to the runner."""
     run = make_chunk_runner(family.step, driver)
     rngs = [np.random.default_rng(s) for s in range(seeds)]
@@ -303,7 +303,7 @@ def has_cv2() -> bool:
 
 
 def report_targets(host: dict, e2e: dict, args: argparse.Namespace) -> None:
-    print("\nIssue 15 targets")
+    print("\nTargets")
     for name in ("host", "device"):
         worst = max(ms for (way, _, _), (ms, _, _) in host.items() if way == name)
         frames = max(f / (s * BATCH * FRAME_BYTES) for (way, s, _), (_, f, _) in host.items() if way == name)

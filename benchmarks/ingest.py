@@ -5,7 +5,7 @@ Frames are smooth random blobs quantised to a few grey levels plus moving sprite
 are about the size of real Atari frames (an all-zero frame would compress to almost nothing and
 flatter the decoder). When TensorFlow is installed the same files also go through the reference
 ``tf.data`` pipeline (TFRecordDataset GZIP + parse + ``map_fn(decode_png)``, AUTOTUNE) and the
-ratio is printed. Targets (DESIGN §4 issue): >= 1.5x tf.data, <= 1.05 x 7,056 bytes/transition.
+ratio is printed. Targets (docs/benchmarks.md): >= 1.5x tf.data, <= 1.05 x 7,056 bytes/transition.
 """
 
 from __future__ import annotations

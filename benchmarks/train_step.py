@@ -9,7 +9,7 @@ Prints ms per gradient step for each critic with CQL (Nature CNN, batch 32, uint
 MLP 2x256, batch 256; the Gym ablation's FC 50-50, batch 32) under both drivers (``loop``: the jitted step called per batch; ``scan``:
 ``lax.scan`` over a chunk of batches per call), the ratio of each critic to td, and the throughput
 of 8 seeds vmapped in one program against 8 single-seed programs run one after the other.
-Targets on 2 CPU cores (issue 4): td-CQL Nature CNN <= 35 ms, gitd/td <= 1.75, 8 seeds >= 3x.
+Targets on 2 CPU cores : td-CQL Nature CNN <= 35 ms, gitd/td <= 1.75, 8 seeds >= 3x.
 """
 
 from __future__ import annotations

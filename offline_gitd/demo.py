@@ -1,7 +1,6 @@
-"""``offline_gitd demo``: the paper's offline Gym experiment end to end, on CPU (DESIGN §7).
+"""``offline_gitd demo``: the paper's offline Gym experiment end to end, on CPU (docs/architecture.md#the-command-line-contract).
 
-1. Collect MountainCar-v0 and LunarLander-v3 datasets with the paper's DQN protocol (REFERENCE,
-   "Data collected by DQN"), recorded by ``minari.DataCollector``; cached in the data root, so a
+1. Collect MountainCar-v0 and LunarLander-v3 datasets with the paper's DQN protocol (docs/reproducing.md#hyperparameters), recorded by ``minari.DataCollector``; cached in the data root, so a
    second demo reuses them.
 2. Train CQL with the four critics (td, tdrc, itd, gitd; K = 5, beta = 1 where they apply) on
    each dataset, all seeds of a critic in one compiled program, evaluating after every epoch.

@@ -1,4 +1,4 @@
-"""Checks on the paths a command will write, made before it does any work (DESIGN §7).
+"""Checks on the paths a command will write, made before it does any work (docs/architecture.md#the-command-line-contract).
 
 A run that trains for an hour and then cannot create its ``--out`` folder has lost the hour, and
 ``mkdir`` on a path that is a file fails with a traceback. Each check reads the file system only

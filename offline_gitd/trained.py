@@ -7,7 +7,7 @@
     >>> act(env.reset()[0])                                 # one observation -> one action
     >>> run.evaluate(episodes=10, seed=0)                   # returns of 10 evaluation episodes
 
-Everything is rebuilt from the run directory alone (DESIGN §9): the resolved config says which
+Everything is rebuilt from the run directory alone (docs/architecture.md#runs-are-self-contained): the resolved config says which
 learner family to build, the checkpoint holds every seed's training state, and the same env
 factories and :func:`~offline_gitd.envs.make.evaluate` as training are used, so ``evaluate`` is
 the training loop's evaluation protocol (Atari: epsilon 0.001 and Machado et al.'s env).
@@ -38,7 +38,7 @@ from offline_gitd.rundir.files import (
 )
 
 EPISODES_FILE = "episodes.csv"
-# Atari evaluation protocol (REFERENCE: offline evaluation epsilon 0.001), online runs included.
+# Atari evaluation protocol (docs/reproducing.md#evaluation-protocol: epsilon 0.001), online runs included.
 ATARI_EVAL_EPSILON = 0.001
 
 

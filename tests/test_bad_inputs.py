@@ -1,4 +1,4 @@
-"""Every bad input: one line on stderr, a non-zero exit, nothing written, nothing hangs (DESIGN §7).
+"""Every bad input: one line on stderr, a non-zero exit, nothing written, nothing hangs (docs/architecture.md#the-command-line-contract).
 
 The table runs each command line in-process through ``offline_gitd.cli.main`` (one JAX import
 for the whole file) inside a fresh folder holding the hostile files (a file where a folder is

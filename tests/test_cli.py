@@ -1,4 +1,4 @@
-"""The command line as a whole: every command and subcommand answers --help (DESIGN §7)."""
+"""The command line as a whole: every command and subcommand answers --help (docs/architecture.md#the-command-line-contract)."""
 
 from __future__ import annotations
 

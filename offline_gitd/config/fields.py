@@ -1,6 +1,6 @@
 """Typed config dataclasses as the single source of defaults, ``--help`` and ``config.json``.
 
-CleanRL's habit (STYLE.md): a dataclass of hyperparameters from which the command line is
+CleanRL's habit: a dataclass of hyperparameters from which the command line is
 generated. Each field's ``metadata["help"]`` is its help text; ``None`` defaults mean "the
 domain's default", filled in by the learner and written resolved to ``config.json``.
 """

@@ -1,4 +1,4 @@
-"""The one configuration object of a critic (DESIGN §2), validated on construction."""
+"""The one configuration object of a critic (docs/critics.md), validated on construction."""
 
 from __future__ import annotations
 

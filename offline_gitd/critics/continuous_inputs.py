@@ -1,4 +1,4 @@
-"""The continuous-action front end of the critics: SAC's clipped double Q (DESIGN §2).
+"""The continuous-action front end of the critics: SAC's clipped double Q (docs/critics.md).
 
 Two critic ensembles j = 1, 2 (Fujimoto et al. 2018's clipped double Q, as in Haarnoja et al.
 2018's SAC), each a full multi-head network with K online heads, stored as one pytree whose leaves

@@ -1,4 +1,4 @@
-"""The rules for a critic's frozen parameters (DESIGN §2): theta_0, head rolls, soft updates and
+"""The rules for a critic's frozen parameters (docs/critics.md): theta_0, head rolls, soft updates and
 i-TD's stale copies. Pure functions of (params, frozen, step), jit- and scan-friendly.
 
 ``frozen`` is a dict: ``{"target": theta_0 or None, "stale": Qbar copy or None}``. TDRC keeps no

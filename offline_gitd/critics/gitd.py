@@ -1,4 +1,4 @@
-"""Gi-TD: gradient iterated TD, the paper's contribution (Section 4, Appendix A; DESIGN §2 "gitd").
+"""Gi-TD: gradient iterated TD, the paper's contribution (Section 4, Appendix A; docs/critics.md#gi-td).
 
 i-TD's objective sum_k ||Gamma Q_{k-1} - Q_k||^2 differentiated *through its targets*: head k-1
 also moves to reduce the k-th Bellman error. The double-sampling term E[delta_k | s, a] is replaced

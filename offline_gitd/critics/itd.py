@@ -1,6 +1,6 @@
 """i-TD: iterated TD, K heads learning K consecutive Bellman iterations with semi-gradients.
 
-Paper Section 3 (i-DQN); DESIGN §2 row "itd". With Qbar_k the online head k (D = 1) or its copy
+Paper Section 3 (i-DQN); docs/critics.md#i-td. With Qbar_k the online head k (D = 1) or its copy
 synced every D steps:
 
     y_1 = r + g max_a Q_0(s', a),   y_k = r + g max_a sg(Qbar_{k-1}(s', a))   (k >= 2)

@@ -1,6 +1,6 @@
 """The critic optimiser: Adam on Q parameters, AdamW (decoupled weight decay beta) on H only.
 
-DESIGN §2 and REFERENCE: beta regularises the H-estimators (TDRC's "regularised correction"),
+docs/critics.md#optimiser: beta regularises the H-estimators (TDRC's "regularised correction"),
 never the Q-function, so the decay is masked to the ``h`` subtree of the parameters.
 """
 

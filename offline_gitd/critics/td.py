@@ -1,9 +1,9 @@
-"""TD: the DQN critic (Mnih et al. 2015), DESIGN §2 row "td".
+"""TD: the DQN critic (Mnih et al. 2015), docs/critics.md#td.
 
     y = r + g max_a Q_0(s', a)                        (theta_0 frozen)
     l = 1/2 (sg(y) - Q_1(s, a))^2,   gradient  -delta_1 dQ_1(s, a)
 
-The 1/2 (absent from DESIGN's table, present in CQL's Eq. 2) gives every critic the same scale:
+The 1/2 (docs/critics.md#why-the-one-half; present in CQL's Eq. 2) gives every critic the same scale:
 the gradient is exactly the paper's -delta dQ, so K = 1 i-TD, TD and Gi-TD with H = 0 agree.
 """
 

@@ -1,4 +1,4 @@
-"""TDRC: TD with gradient correction and a regularised h (Ghiassian et al. 2020), DESIGN §2 "tdrc".
+"""TDRC: TD with gradient correction and a regularised h (Ghiassian et al. 2020), docs/critics.md#tdrc.
 
 Bootstraps from its own online head (no target network, as QRC):
 

@@ -132,7 +132,7 @@ def load_rlu_store(
 
     Frames stay memory-mapped (one segment per checkpoint); the small per-row arrays are loaded.
     ``reward`` picks ``clipped`` (the DQN-family default) or ``unclipped`` rewards: RLU stores
-    both, and training on unclipped ones by mistake is a known pitfall (REFERENCE.md).
+    both, and training on unclipped ones by mistake is a known pitfall (docs/datasets.md#rl-unplugged-atari).
     """
     if reward not in ("clipped", "unclipped"):
         raise ValueError(f"reward must be 'clipped' or 'unclipped', got {reward!r}")

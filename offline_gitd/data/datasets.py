@@ -45,7 +45,7 @@ class DatasetRequest(Protocol):
 
 @dataclass(frozen=True)
 class OfflineData:
-    """What the offline loop needs from a dataset, wherever it came from (DESIGN §1)."""
+    """What the offline loop needs from a dataset, wherever it came from (docs/architecture.md#data-flows-one-way)."""
 
     domain: str  # atari | minatar | gym | continuous: selects the paper's defaults
     replay: Any  # .sample(batch_size, rng) -> Batch

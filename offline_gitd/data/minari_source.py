@@ -1,7 +1,7 @@
 """Any local Minari dataset as an :class:`~offline_gitd.data.replay.EpisodeStore` (docs/datasets.md).
 
 Minari episodes carry T + 1 observations and separate ``terminations`` and ``truncations``
-(REFERENCE.md, "Minari"). Both are kept: the final observation becomes its episode's last row, so
+(docs/datasets.md#minari). Both are kept: the final observation becomes its episode's last row, so
 a truncated episode bootstraps from it and a terminated one does not (its last transition is
 flagged terminal; termination wins when both flags are set). Image observations (H x W x C, uint8
 or bool: :func:`~offline_gitd.envs.images.is_image_space`) stay images, uint8 (bool as 0/1), one

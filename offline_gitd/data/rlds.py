@@ -1,6 +1,6 @@
 """RLDS-shaped episodes (``steps`` with is_first / is_last / is_terminal), without the ``rlds`` lib.
 
-The ``rlds`` package does not import with current TensorFlow (REFERENCE.md, "Dependencies"), yet
+The ``rlds`` package does not import with current TensorFlow (docs/getting-started.md#install), yet
 TFDS serves RL Unplugged as RLDS episodes (``rlu_atari_checkpoints_ordered``) and other tools
 expect that shape. An episode here is a plain dict: episode-level fields plus ``steps``, a dict
 of per-step numpy arrays, following TFDS's RLU Atari conversion

@@ -1,8 +1,7 @@
 """RL Unplugged Atari episodes (``atari_episodes_ordered`` layout) read straight from shards.
 
 One record of a shard is one whole episode: PNG frames (one 84x84x1 image per step, not
-stacked), actions, unclipped and clipped rewards and discounts, in time order (REFERENCE.md, "RL
-Unplugged Atari"). Step ``t`` holds ``o_t, a_t, r_t, d_t``: the reward and discount of the
+stacked), actions, unclipped and clipped rewards and discounts, in time order (docs/datasets.md#rl-unplugged-atari). Step ``t`` holds ``o_t, a_t, r_t, d_t``: the reward and discount of the
 transition that leaves ``o_t``. If the last discount is 0 the episode ended in a terminal state;
 otherwise it was truncated, and its last step has no next observation to bootstrap from.
 
@@ -52,7 +51,7 @@ class RLUEpisode:
 def decode_png_frames(pngs: Sequence[bytes]) -> np.ndarray:
     """Decode 84x84 grayscale PNGs into ``uint8 [T, 84, 84]``.
 
-    ``cv2.imdecode`` is the fastest decoder measured here (REFERENCE.md, "Dependencies").
+    ``cv2.imdecode`` is the fastest decoder measured here (docs/getting-started.md#install).
     """
     frames = np.empty((len(pngs), *FRAME_SHAPE), np.uint8)
     for t, png in enumerate(pngs):

@@ -2,7 +2,7 @@
 
 The fetcher's tests, the shard reader's tests and the benchmark all need real-looking shards
 offline: GZIP-compressed TFRecord files of serialized ``tf.train.Example`` protos carrying the
-``atari_episodes_ordered`` features (REFERENCE.md, "RL Unplugged Atari"). TensorFlow is not a
+``atari_episodes_ordered`` features (docs/datasets.md#rl-unplugged-atari). TensorFlow is not a
 dependency, so the ``Example`` message classes are built at run time from descriptors that mirror
 ``tensorflow/core/example/{feature,example}.proto`` (same package, names and field numbers, hence
 the same wire format) and are registered in a private descriptor pool, so they never clash with

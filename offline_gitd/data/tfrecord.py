@@ -1,7 +1,6 @@
 """Stream GZIP-compressed TFRecord files and parse ``tf.train.Example`` records, without TensorFlow.
 
-RL Unplugged shards are GZIP TFRecord files of ``tf.train.Example`` protos (REFERENCE.md, "RL
-Unplugged Atari"). A shard is a gigabyte or more, so records are read one at a time from the gzip
+RL Unplugged shards are GZIP TFRecord files of ``tf.train.Example`` protos (docs/datasets.md#rl-unplugged-atari). A shard is a gigabyte or more, so records are read one at a time from the gzip
 stream (memory bounded by the largest record, one episode) and every length and payload CRC is
 checked: a bad download or a truncated file must fail loudly, naming the file and the record,
 rather than feed garbage frames to a learner.

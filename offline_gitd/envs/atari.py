@@ -49,7 +49,7 @@ from offline_gitd.errors import UsageError
 
 gym.register_envs(ale_py)
 # ALE writes a two-line banner to stderr for every emulator it starts: noise that would stand in
-# front of a one-line error (DESIGN §7). Its real errors still come through.
+# front of a one-line error (docs/architecture.md#the-command-line-contract). Its real errors still come through.
 ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 FRAME_SKIP = 4
@@ -58,7 +58,7 @@ STACK_SIZE = 4
 STICKY_ACTION_PROB = 0.25
 MAX_AGENT_STEPS = 27_000  # 108,000 frames (Machado et al. 2018)
 
-#: The 46 RL Unplugged Atari games (shared/REFERENCE.md), spelled as in the dataset paths.
+#: The 46 RL Unplugged Atari games (docs/datasets.md#rl-unplugged-atari), spelled as in the dataset paths.
 RLU_GAMES: tuple[str, ...] = (
     "Alien", "Amidar", "Assault", "Asterix", "Atlantis", "BankHeist", "BattleZone", "BeamRider",
     "Boxing", "Breakout", "Carnival", "Centipede", "ChopperCommand", "CrazyClimber", "DemonAttack",

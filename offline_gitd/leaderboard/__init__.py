@@ -1,4 +1,4 @@
-"""offline_gitd.leaderboard: result boards of run scores (DESIGN §6).
+"""offline_gitd.leaderboard: result boards of run scores (docs/leaderboard.md).
 
 ``schema`` (the result row), ``reference`` (reference scores, known envs), ``normalise`` and
 ``stats`` (pure math over a frame of rows), ``submit`` (validated, locked, atomic appends),

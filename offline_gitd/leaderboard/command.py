@@ -1,4 +1,4 @@
-"""``offline_gitd leaderboard submit|show|plot|html`` (DESIGN §6, §7).
+"""``offline_gitd leaderboard submit|show|plot|html`` (docs/leaderboard.md).
 
 Handlers import pandas, rliable and matplotlib lazily so ``offline_gitd --help`` stays instant.
 """

@@ -40,7 +40,7 @@ def method_keys(frame: pd.DataFrame) -> pd.Series:
     when K or beta vary, `` [method_config]`` when the other method-defining fields vary.
 
     A method is (algorithm, critic, K, beta, method_config), never fewer fields, so two
-    experiments are never pooled into one line (DESIGN §9). The short key keeps the common board
+    experiments are never pooled into one line (docs/architecture.md#runs-are-self-contained). The short key keeps the common board
     (one setting per critic) readable; the long key appears only where it tells methods apart.
     Rows from boards written before ``method_config`` existed show ``[config not recorded]``
     when they share a pair with recorded ones.

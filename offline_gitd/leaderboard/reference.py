@@ -1,7 +1,7 @@
 """Reference scores and the registry of known suites and envs.
 
 The scores are data, not code: they live as CSV in ``reference_tables/`` beside this module, with
-their source in a header comment (REFERENCE.md, "Scores as data"), and this module only reads them.
+their source in a header comment (docs/leaderboard.md#reference-tables), and this module only reads them.
 They are package data, read through ``importlib.resources``, so an installed wheel has them too. The env
 registry exists so that a typo (``pong`` for ``Pong``) is refused at submit time instead of
 silently becoming a new env on the board; ``--allow-new-env`` is the escape hatch.

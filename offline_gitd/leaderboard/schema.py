@@ -1,4 +1,4 @@
-"""The leaderboard's result row (DESIGN §6) and the CSV files that hold rows.
+"""The leaderboard's result row (docs/leaderboard.md) and the CSV files that hold rows.
 
 One row is one evaluation of one run at one training step. Every file that holds rows (a run
 directory's ``results.csv``, a board) is a plain CSV whose header is exactly :data:`COLUMNS`, so a
@@ -7,7 +7,7 @@ consumer refuses the same malformed values with the same message.
 
 ``method_config`` says which method a row is beyond (algorithm, critic, K, beta): the
 method-defining config fields the run set away from its domain's defaults, e.g. ``T=10 lr=0.01``,
-or ``defaults`` (DESIGN §9). Files written before it existed have :data:`LEGACY_COLUMNS` and are
+or ``defaults`` (docs/architecture.md#runs-are-self-contained). Files written before it existed have :data:`LEGACY_COLUMNS` and are
 still read; their rows carry an empty ``method_config`` ("not recorded").
 """
 

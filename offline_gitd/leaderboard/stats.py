@@ -1,4 +1,4 @@
-"""Aggregate statistics of normalised scores (REFERENCE: "Evaluation and aggregation protocol").
+"""Aggregate statistics of normalised scores (docs/leaderboard.md#statistics).
 
 IQM over all runs x envs, 95% stratified bootstrap CIs (runs resampled within each env), the
 normalised AUC and the probability of improvement, all computed by rliable so the numbers match

@@ -1,6 +1,6 @@
 """``leaderboard submit``: validate run results and append them to a board, atomically.
 
-How the append is made safe (DESIGN §6):
+How the append is made safe (docs/leaderboard.md):
 
 - **Exclusion**: an exclusive ``fcntl.flock`` on a side file ``<board>.lock`` is held from reading
   the board to replacing it, so concurrent submitters see each other's rows and cannot both add a

@@ -9,7 +9,7 @@ mapped to the policy's box [-1, 1]^d:
     ``cql_alpha = 0`` this is exactly SAC's critic update (Haarnoja et al. 2018, Eq. 5-6);
 (b) actor: J_pi = E[alpha log pi(a|s) - min_i mean_k Q^i_k(s, a)], a ~ pi reparameterised
     (Eq. 7 and 11), on the critics just updated; the mean over the K online heads is the same value
-    the discrete family acts greedily on (DESIGN §2);
+    the discrete family acts greedily on (docs/critics.md);
 (c) temperature: J(alpha) = E[-alpha (log pi(a|s) + target_entropy)] (Haarnoja et al. 2018b,
     Eq. 18), optimised in log alpha so alpha stays positive, target entropy -act_dim;
 (d) each ensemble's frozen parameters follow the critic's rules (soft update with tau).

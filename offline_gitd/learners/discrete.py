@@ -39,7 +39,7 @@ def init_discrete_state(
 def discrete_loss(
     cfg: CriticConfig, net: MultiHeadNetwork, cql_alpha: float, params: Params, frozen: Params, batch: Batch
 ) -> tuple[jnp.ndarray, dict[str, Any]]:
-    """Critic loss (DESIGN §2) plus alpha times the CQL penalty on every online head."""
+    """Critic loss (docs/critics.md) plus alpha times the CQL penalty on every online head."""
     inputs = discrete_inputs(cfg, net, params, frozen, batch)
     loss, aux = loss_from_inputs(cfg, inputs, batch.weight)
     if cql_alpha:

@@ -1,9 +1,9 @@
-"""Drivers: how many vmapped-over-seeds updates run per call into compiled code (DESIGN §5).
+"""Drivers: how many vmapped-over-seeds updates run per call into compiled code (docs/architecture.md#a-run-is-a-function-of-its-config).
 
 * ``scan``: a ``lax.scan`` over M pre-sampled batches per call. Fastest where the loop body
   compiles well (GPU; MLP torsos on CPU): one dispatch for M updates.
 * ``loop``: the jitted update called M times from Python. XLA on CPU compiles convolutions inside
-  ``scan``/``while`` bodies into slow plain loops (JAX issue 12868; REFERENCE "Dependencies"), so
+  ``scan``/``while`` bodies into slow plain loops (JAX issue 12868; docs/offline.md#drivers), so
   convolutional torsos on CPU use this. Dispatch is asynchronous and metrics stay on the device
   until the chunk ends, so neither driver waits on the host per step.
 
@@ -12,7 +12,7 @@ metrics stacked over steps ([M, seeds, ...]), read by the host once per chunk.
 
 Frame data can instead arrive as a :class:`FrameChunk`: a pool of frames plus
 :class:`~offline_gitd.batch.FrameRefs` into it, from which the compiled step builds its frame
-stacks (issue 15: each sample's distinct frames move once, or never when the pool is the whole
+stacks (docs/offline.md#feeding-the-device: each sample's distinct frames move once, or never when the pool is the whole
 store kept on the device).
 """
 

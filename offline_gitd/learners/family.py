@@ -97,7 +97,7 @@ class ContinuousFamily:
 
     @property
     def optimizers(self) -> Optimizers:
-        """One learning rate for critic, actor and temperature (REFERENCE's SAC table has one)."""
+        """One learning rate for critic, actor and temperature (the paper's SAC table has one)."""
         return Optimizers(
             critic=critic_optimizer(self.critic, self.lr, self.adam_eps),
             actor=optax.adam(self.lr, eps=self.adam_eps),

@@ -1,6 +1,6 @@
 """``offline_gitd mdp star|hall|triangle``: the paper's Section 5 controlled-MDP experiments.
 
-Defaults are the paper's settings for each process (REFERENCE "Controlled Markov processes");
+Defaults are the paper's settings for each process (docs/reproducing.md#controlled-mdps);
 ``--steps`` defaults to a horizon per process at which the paper's claims are visible
 (:mod:`offline_gitd.mdps.processes`). JAX and matplotlib are imported inside the handler so
 ``--help`` answers at once.

@@ -2,7 +2,7 @@
 
 Every update is plain gradient descent, ``w <- w - lr * grad L(w)``, on the loss below; which
 targets carry a gradient is the only difference between the methods, exactly as in the critics'
-table (DESIGN §2), with ``sg`` = ``jax.lax.stop_gradient``:
+table (docs/critics.md), with ``sg`` = ``jax.lax.stop_gradient``:
 
 - ``td``:   ``L = 1/2 ||sg(T V_w) - V_w||_d^2``. The target network is the online one (T = 1), so
   the gradient is the semi-gradient ``-sum_s d(s) (T V_w(s) - V_w(s)) grad V_w(s)``.

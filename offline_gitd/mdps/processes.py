@@ -15,7 +15,7 @@ Sources for the layouts:
   of that paper was not available here; the layout below is a reconstruction, see :func:`hall`.
 - Triangle: Tsitsiklis & Van Roy (1997), "An analysis of temporal-difference learning with function
   approximation" (IEEE TAC), the 3-state spiral counterexample to nonlinear TD, in the simplified
-  form the Gi-TD paper states (REFERENCE "Controlled Markov processes").
+  form the Gi-TD paper states (docs/reproducing.md#controlled-mdps).
 
 ``default_steps`` is the horizon ``offline_gitd mdp`` runs by default, long enough for the paper's
 claims to be plain on a log scale: star 1,000 (td / i-TD have grown by 8 decades, tdrc / Gi-TD have

@@ -1,4 +1,4 @@
-"""Torsos, heads and the multi-head network that the critics differentiate (DESIGN §3)."""
+"""Torsos, heads and the multi-head network that the critics differentiate (docs/critics.md#networks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Heads: the per-k part of a multi-head network (DESIGN §3).
+"""Heads: the per-k part of a multi-head network (docs/critics.md#networks).
 
 ``shared_linear`` uses :class:`LinearHead`; ``shared_nonlinear`` uses :class:`NonlinearHead`
 (two linear layers with a ReLU between, the paper's ablation); ``independent`` puts a whole

@@ -1,7 +1,7 @@
 """One network, K online Q-heads, optional H-heads: the object every critic differentiates.
 
 Parameters are a plain dict ``{"torso": ..., "q": ..., "h": ...}`` in which every head's
-parameters are stacked on a leading head axis (DESIGN §2):
+parameters are stacked on a leading head axis (docs/critics.md):
 
 * ``shared_linear`` / ``shared_nonlinear``: one torso, ``q`` stacked [K, ...], ``h`` [num_h, ...].
 * ``independent``: the torso is stacked too ([K, ...]), so "independent networks" is the same code
@@ -12,7 +12,7 @@ The frozen network theta_0 is the same structure with a head axis of size 1, so 
 serves online heads and theta_0 alike.
 
 H-heads (TDRC's and Gi-TD's estimators of the expected TD error) read **stop-gradient** torso
-features: they must not train the torso (REFERENCE: the authors' DQN code does the same).
+features: they must not train the torso (the authors' DQN code does the same: docs/critics.md#heads-and-h-estimators).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def stack_first(tree: Any) -> Any:
 
 
 def shift_heads(tree: Any) -> Any:
-    """Head k <- head k+1 along the leading axis; the last head keeps its values (DESIGN §2)."""
+    """Head k <- head k+1 along the leading axis; the last head keeps its values (docs/critics.md)."""
     return jax.tree.map(lambda x: jnp.concatenate([x[1:], x[-1:]], axis=0), tree)
 
 
@@ -160,7 +160,7 @@ class MultiHeadNetwork:
         return self._heads(params["q"], features)
 
     def greedy_action(self, params: Params, obs: jnp.ndarray) -> jnp.ndarray:
-        """argmax_a of the mean of the online heads (DESIGN §2, "Acting"); theta_0 is not used."""
+        """argmax_a of the mean of the online heads (docs/critics.md, "Acting"); theta_0 is not used."""
         return jnp.argmax(self.q_values(params, obs).mean(axis=0), axis=-1)
 
     def frozen_from(self, params: Params) -> Params:

@@ -1,4 +1,4 @@
-"""Feature extractors ("torsos") shared by all critics (DESIGN §3).
+"""Feature extractors ("torsos") shared by all critics (docs/critics.md#networks).
 
 Every torso maps observations to a flat feature vector. Convolutions are :class:`~offline_gitd.networks.conv.Conv`
 (patches times a matrix on the CPU: seeds vmapped over one program batch). Observations arrive as uint8 frames when

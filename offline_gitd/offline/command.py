@@ -1,4 +1,4 @@
-"""``offline_gitd train``: CQL-family offline training of any critic (DESIGN §7)."""
+"""``offline_gitd train``: CQL-family offline training of any critic (docs/architecture.md#the-command-line-contract)."""
 
 from __future__ import annotations
 

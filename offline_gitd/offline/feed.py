@@ -1,4 +1,4 @@
-"""Feeding the compiled update: chunks of batches for every seed, ready on the device (issue 15).
+"""Feeding the compiled update: chunks of batches for every seed, ready on the device (docs/offline.md#feeding-the-device).
 
 On a GPU a Nature-CNN step takes milliseconds, so the host must not be what bounds training.
 For frame data the feed therefore moves as little as it can and overlaps the rest:

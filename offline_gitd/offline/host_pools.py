@@ -1,4 +1,4 @@
-"""Host buffers for frame pools, reused chunk after chunk and overwritten only when safe (issue 15).
+"""Host buffers for frame pools, reused chunk after chunk and overwritten only when safe (docs/offline.md#feeding-the-device).
 
 With frames gathered on the host (``--frames host``, stores too large for the device) every
 chunk fills a pool of ``seeds x count x batch x (stack + n)`` frames: 1.4 GB for 250 updates of

@@ -1,4 +1,4 @@
-"""The offline training loop (DESIGN §5): epochs of gradient steps, evaluation after each epoch.
+"""The offline training loop (docs/architecture.md#a-run-is-a-function-of-its-config): epochs of gradient steps, evaluation after each epoch.
 
 All seeds train in one compiled program: the training state carries a leading seed axis, every
 seed has its own initialisation key and its own sampling stream ``np.random.default_rng([seed,

@@ -1,4 +1,4 @@
-"""``config -> run dir``: the whole offline pipeline as one function (DESIGN §5).
+"""``config -> run dir``: the whole offline pipeline as one function (docs/architecture.md#a-run-is-a-function-of-its-config).
 
 Resolves the config against its dataset's domain, validates everything before any work starts,
 builds the learner family for the action space, and hands both to the shared loop.

@@ -1,4 +1,4 @@
-"""offline_gitd.online: the online learners and the ``collect`` data source (DESIGN §4, §5, §7).
+"""offline_gitd.online: the online learners and the ``collect`` data source (docs/online.md).
 
 * :mod:`.config`    ``OnlineConfig`` and the paper's defaults (Atari DQN, Gym data-collection and
   MuJoCo SAC tables; ``--preset strong``).

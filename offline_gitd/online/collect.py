@@ -1,6 +1,6 @@
 """``offline_gitd collect``: a behaviour agent trained online, every transition recorded to Minari.
 
-DESIGN §4's ``collect`` source. The behaviour agent is the online learner itself (DQN with the
+docs/datasets.md's ``collect`` source. The behaviour agent is the online learner itself (DQN with the
 paper's Gym data-collection table for discrete actions: LunarLander-v3 with horizon 500,
 MountainCar-v0 with horizon 200; SAC with the MuJoCo table for continuous actions), or a uniformly
 random policy, which is the online loop with every step an "initial random sample". The training
@@ -45,7 +45,7 @@ from offline_gitd.online.train import train
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.version import __version__
 
-# Horizons of the Gym data-collection table (REFERENCE "Offline Gym ablation").
+# Horizons of the Gym data-collection table (docs/reproducing.md#offline-gym-ablation-lunarlander-mountaincar).
 COLLECT_HORIZONS = {"LunarLander-v3": 500, "MountainCar-v0": 200}
 REFERENCE_EPISODES = 100  # minari's own default for reference scores
 FINAL_EPISODES = 10

@@ -1,4 +1,4 @@
-"""``offline_gitd online dqn|sac`` and ``offline_gitd collect`` (DESIGN §7)."""
+"""``offline_gitd online dqn|sac`` and ``offline_gitd collect`` (docs/architecture.md#the-command-line-contract)."""
 
 from __future__ import annotations
 

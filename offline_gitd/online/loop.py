@@ -1,4 +1,4 @@
-"""The online loop (DESIGN §5): env steps with a UTD ratio, epsilon-greedy (DQN) or the policy (SAC).
+"""The online loop (docs/architecture.md#a-run-is-a-function-of-its-config): env steps with a UTD ratio, epsilon-greedy (DQN) or the policy (SAC).
 
 All seeds run in lockstep in one compiled program: seed ``s`` has its own env, replay and host RNG,
 the training state carries a leading seed axis, acting is one vmapped call per env step and the

@@ -1,4 +1,4 @@
-"""``config -> run dir`` for the online learners (DESIGN §5): DQN family and SAC family.
+"""``config -> run dir`` for the online learners (docs/architecture.md#a-run-is-a-function-of-its-config): DQN family and SAC family.
 
 Everything a user can get wrong (unknown env, DQN on continuous actions, SAC on discrete ones, a
 bad UTD, a CNN torso on vector observations) is checked here, before any run directory or network

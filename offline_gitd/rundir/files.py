@@ -32,7 +32,7 @@ CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.csv"
 RESULTS_FILE = "results.csv"
 CHECKPOINTS = "checkpoints"
-# The leaderboard's result row (DESIGN §6), in order.
+# The leaderboard's result row (docs/leaderboard.md), in order.
 RESULT_COLUMNS = COLUMNS
 
 
@@ -109,7 +109,7 @@ def resume_changes(
 ) -> dict[str, Any]:
     """The changes a resume may make to a saved config: ``extendable`` (the run's length) may grow,
     ``free`` fields (where things are, not what is learned) may be given anew; any other flag
-    whose value differs from the saved run's is refused, naming the field (DESIGN §9)."""
+    whose value differs from the saved run's is refused, naming the field (docs/architecture.md#runs-are-self-contained)."""
     changes: dict[str, Any] = {}
     for name, value in given.items():
         flag = "--" + name.replace("_", "-")
@@ -137,7 +137,7 @@ def resumed_config(
 ) -> Any:
     """The saved config (a ``cls``) of the run in ``run_dir``, wherever that directory now is,
     with the flags ``given`` on the command line: ``extendable`` (the run's length) may grow,
-    ``free`` fields may change, any other difference is refused (DESIGN §9)."""
+    ``free`` fields may change, any other difference is refused (docs/architecture.md#runs-are-self-contained)."""
     saved = read_config(run_dir)["config"]
     config = config_from_record(cls, run_dir, saved)
     changes = resume_changes(saved, dict(given or {}), extendable, free)
@@ -279,7 +279,7 @@ def _complete(row: Mapping[str | None, Any], columns: Sequence[str], column: str
 def result_row(
     provenance: Mapping[str, Any], algorithm: str, critic: str, K: int, beta: float, seed: int, step: int, value: float
 ) -> dict[str, Any]:
-    """One leaderboard row (DESIGN §6). ``provenance`` is the run's config.json: suite, env,
+    """One leaderboard row (docs/leaderboard.md). ``provenance`` is the run's config.json: suite, env,
     run_id, config_hash, package_version, method_config (absent from runs started before it
     existed: "not recorded"). Each seed is its own leaderboard run."""
     return {

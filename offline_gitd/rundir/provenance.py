@@ -1,4 +1,4 @@
-"""What produced a run (DESIGN §9): commit, command line, versions, platform, device, data root.
+"""What produced a run (docs/architecture.md#runs-are-self-contained): commit, command line, versions, platform, device, data root.
 
 Recorded in ``config.json`` when a run starts and again at each resume, so that a number on a
 board can be traced to the code, the machine and the data that made it. Gathering it has side

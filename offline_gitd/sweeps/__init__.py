@@ -1,1 +1,1 @@
-"""Sweeps (DESIGN §8): a TOML grid of runs, expanded, scheduled on Ray, collected on one board."""
+"""Sweeps (docs/sweeps.md): a TOML grid of runs, expanded, scheduled on Ray, collected on one board."""

@@ -1,4 +1,4 @@
-"""``offline_gitd sweep``: a grid of runs from a TOML spec, on Ray or SLURM (DESIGN §8)."""
+"""``offline_gitd sweep``: a grid of runs from a TOML spec, on Ray or SLURM (docs/sweeps.md)."""
 
 from __future__ import annotations
 

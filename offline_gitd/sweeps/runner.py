@@ -1,6 +1,6 @@
 """The Ray backend of ``offline_gitd sweep``: each run is one Ray task (the semantics are ``core.py``'s).
 
-Scheduling, resource accounting and retries are Ray's (DESIGN §8): every run is one Ray task
+Scheduling, resource accounting and retries are Ray's (docs/sweeps.md): every run is one Ray task
 declaring its CPUs and GPU fraction, retried by Ray when its worker or node is lost (the retry
 resumes the run from its own checkpoints, see ``task.py``), and a run that fails for its own
 reasons is reported, not retried, and never stops the others. Ray Core tasks rather than Ray

@@ -1,4 +1,4 @@
-"""Sweep specs (DESIGN §8): a TOML file -> validated run plans, before anything runs.
+"""Sweep specs (docs/sweeps.md): a TOML file -> validated run plans, before anything runs.
 
 A spec names a command family (``train``, ``online dqn``, ``online sac``), ``[fixed]`` config
 fields shared by every run, and a ``[grid]`` whose lists are crossed. A grid axis is either a
@@ -7,10 +7,10 @@ set several fields together (``method = [{critic = "itd", K = 5}, {critic = "git
 the paper's ablations are not full crosses (K = 50 only for i-TD and Gi-TD), so they need both.
 
 Fields and values are checked against the command's own config dataclass (the single source of
-flags, types, choices and ranges, STYLE.md), so a spec accepts exactly what the command line
+flags, types, choices and ranges), so a spec accepts exactly what the command line
 does; every refusal is one line naming the spec's key. Each plan is the command line a user
 would type (``argv``): a sweep only expands, schedules and collects, it never re-implements
-training (DESIGN §8).
+training (docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ COLLECT_KEYS = {
     "utd": str,
 }
 RESOURCE_KEYS = {"cpus": (int, float), "gpus": (int, float), "retries": int, "seeds_per_run": int}
-# What a resumed run may change (DESIGN §9): its length. A finished run with a longer length in
+# What a resumed run may change (docs/architecture.md#runs-are-self-contained): its length. A finished run with a longer length in
 # the spec is resumed to that length.
 LENGTH_FIELD = {"train": "epochs", "online dqn": "steps", "online sac": "steps"}
 # Runs one spec may expand to: the paper's largest grid is 64 runs; a cross of a million (three

@@ -1,4 +1,4 @@
-"""A sweep's own bookkeeping under ``--out``, one small JSON file per run (DESIGN §8).
+"""A sweep's own bookkeeping under ``--out``, one small JSON file per run (docs/sweeps.md).
 
 Every node writes the state of the runs it executes and the driver reads them, so the folder
 must be one every node can reach (the same shared path as the run directories). Each file is

@@ -1,6 +1,6 @@
 """The sweep's live view: one line per state change, and on a terminal a redrawn footer of counts.
 
-Cluster jobs and CI read logs, not terminals (issue 14's rule for every command): when the stream
+Cluster jobs and CI read logs, not terminals (the rule for every command, docs/architecture.md#the-command-line-contract): when the stream
 is not a TTY nothing is ever redrawn, each change is one plain line that carries the counts.
 """
 

@@ -1,10 +1,10 @@
-"""What one sweep entry does on whichever node runs it: one command line of the sweep (DESIGN §8).
+"""What one sweep entry does on whichever node runs it: one command line of the sweep (docs/sweeps.md).
 
 The same call for every backend: a Ray task calls :func:`execute` (or :func:`collect_dataset`)
 directly, a SLURM job runs ``python -m offline_gitd.sweeps.task ENTRY.json``, whose JSON holds
 that call's arguments (``core.run_entry``, ``core.collect_entries``).
 
-A run is a function of its config (DESIGN §5), so the task is the command a user would type,
+A run is a function of its config (docs/architecture.md#a-run-is-a-function-of-its-config), so the task is the command a user would type,
 parsed by the package's own parser and run in-process: ``train ... --out RUN_DIR`` for a new run,
 the same with ``--resume`` when the run directory already holds a started run (a retry after a
 lost worker, or a sweep re-run after a crash), so a run continues from its own checkpoints.

@@ -1,4 +1,4 @@
-"""Every critic's gradient equals the paper's update, assembled independently (DESIGN §2).
+"""Every critic's gradient equals the paper's update, assembled independently (docs/critics.md).
 
 The reference below never calls the critics' losses: it evaluates the network for values, builds
 per-sample, per-head Jacobians dQ_k(s, a), dQ_k(s', a*), dH_k(s, a) with ``jax.grad`` of scalar

@@ -1,4 +1,4 @@
-"""Frozen-parameter rules, acting, seeds, optimiser and config validation (DESIGN §2)."""
+"""Frozen-parameter rules, acting, seeds, optimiser and config validation (docs/critics.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One data root (DESIGN §4): ``--data-dir`` or ``$OFFLINE_GITD_DATA`` moves Minari data too, and
+"""One data root (docs/datasets.md): ``--data-dir`` or ``$OFFLINE_GITD_DATA`` moves Minari data too, and
 every command the CLI prints as a hint works when pasted as it is."""
 
 from __future__ import annotations

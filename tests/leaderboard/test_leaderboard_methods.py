@@ -1,4 +1,4 @@
-"""A board never pools different experiments (DESIGN §9): rows carry their method's config,
+"""A board never pools different experiments (docs/architecture.md#runs-are-self-contained): rows carry their method's config,
 ``show`` splits what differs, old boards still load, and env / method filters pick a slice."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Torsos and multi-head layouts (DESIGN §3)."""
+"""Torsos and multi-head layouts (docs/critics.md#networks)."""
 
 from __future__ import annotations
 

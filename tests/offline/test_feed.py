@@ -1,4 +1,4 @@
-"""The learner's feed (issue 15): frame references expand on the device to exactly the batches
+"""The learner's feed (docs/offline.md#feeding-the-device): frame references expand on the device to exactly the batches
 the replay samples today, wherever the frames live, through both drivers and several seeds."""
 
 import jax

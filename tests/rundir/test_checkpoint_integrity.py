@@ -307,7 +307,7 @@ def test_ctrl_c_is_one_line_exit_130_and_resume_is_exact(minari_root, tmp_path) 
     """SIGINT to a real ``offline_gitd train`` process while orbax writes a checkpoint (its
     temporary folder is seen on disk), the case that printed orbax tracebacks and left the folder."""
     out = tmp_path / "run"
-    # 40 short epochs: 40 saves to catch in flight, and a resume may only extend a run (issue 13)
+    # 40 short epochs: 40 saves to catch in flight, and a resume may only extend a run (docs/runs.md#resume)
     returncode, err = interrupt_while_saving(train_args(out, 40), out, MINARI_DATASETS_PATH=str(minari_root))
     assert returncode == 130, err
     assert err.strip().splitlines() == [
@@ -401,6 +401,6 @@ def test_ctrl_c_during_an_online_save_is_one_line_and_resumes(tmp_path) -> None:
 
     from offline_gitd.cli import main
 
-    # 40 saves to catch in flight; a resume may only extend a run (issue 13), so it runs to the end
+    # 40 saves to catch in flight; a resume may only extend a run (docs/runs.md#resume), so it runs to the end
     assert main(["online", "dqn", "--out", str(out), "--resume", "--no-progress"]) == 0
     assert Checkpoints(out).latest() == 2000

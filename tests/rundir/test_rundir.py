@@ -1,4 +1,4 @@
-"""Run directories a user can trust (DESIGN §9): resume follows --out from any cwd, refuses
+"""Run directories a user can trust (docs/architecture.md#runs-are-self-contained): resume follows --out from any cwd, refuses
 changed flags, a failed start leaves nothing, --overwrite replaces, provenance is recorded."""
 
 from __future__ import annotations

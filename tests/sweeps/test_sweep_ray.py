@@ -1,4 +1,4 @@
-"""Sweeps on a real two-node Ray cluster on this machine (issue 12), never a mock.
+"""Sweeps on a real two-node Ray cluster on this machine , never a mock.
 
 A head and a worker node are started by Ray's own ``ray.cluster_utils.Cluster``, both pinned to
 127.0.0.1, and ``offline_gitd sweep --address`` is run against them as a user would, in a

@@ -1,4 +1,4 @@
-"""Sweeps on a real one-node SLURM cluster on this machine (issue 26), never a mock.
+"""Sweeps on a real one-node SLURM cluster on this machine, never a mock.
 
 ``slurmctld``, ``slurmd`` and ``munged`` are started by ``tests/sweeps/slurm_cluster.py`` (Debian's
 packages; ``make slurm``) and ``offline_gitd sweep --backend slurm`` is run against them as a user

@@ -1,4 +1,4 @@
-"""Sweep specs (issue 12): the shipped grids expand to the paper's runs, every run is a command
+"""Sweep specs : the shipped grids expand to the paper's runs, every run is a command
 the CLI accepts, and every bad spec is refused before anything runs, in one line naming its key."""
 
 from __future__ import annotations
