@@ -16,7 +16,14 @@ from offline_gitd.sweeps.state import SweepPaths, write_state
 from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
-SHIPPED = {"demo": 8, "gym_offline": 64, "atari_offline": 40, "atari_online": 40, "mujoco_online": 24}
+SHIPPED = {
+    "demo": 8,
+    "gym_offline": 64,
+    "atari_offline": 40,
+    "atari_online": 40,
+    "mujoco_online": 24,
+    "minatar_offline": 20,
+}
 
 
 @pytest.mark.parametrize("name, runs", SHIPPED.items())
