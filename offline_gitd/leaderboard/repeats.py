@@ -44,15 +44,23 @@ def repeated_lines(path: Path, header: Sequence[str], rows: Sequence[tuple[int, 
         first_line, first_content = first[key]
         if content != first_content:
             differ = [
-                f"{header[i]} {a} vs {b}" for i, a, b in zip(compared, first_content, content, strict=True) if a != b
+                f"{header[i]} {_shown(a)} vs {_shown(b)}"
+                for i, a, b in zip(compared, first_content, content, strict=True)
+                if a != b
             ]
-            named = ", ".join(f"{header[i]} {key[n]}" for n, i in enumerate(identity))
+            named = ", ".join(f"{header[i]} {_shown(key[n])}" for n, i in enumerate(identity))
             raise RowsDisagree(
                 f"{path}:{first_line} and {path}:{line} both hold {named} but differ ({'; '.join(differ[:3])}): "
                 "two processes wrote this run; delete the wrong line, or start the run again with --overwrite"
             )
         repeats.append(line)
     return repeats
+
+
+def _shown(value: str) -> str:
+    """A cell as the one-line message shows it: as it is, or quoted with escapes where it holds a
+    line break or another character a terminal would act on."""
+    return value if value.isprintable() else repr(value)
 
 
 def describe_repeats(path: Path, lines: Sequence[int]) -> str:

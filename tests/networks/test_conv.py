@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from offline_gitd.batch import Batch
-from offline_gitd.critics import CRITIC_KINDS, CriticConfig
+from offline_gitd.critic_registry import critic_names
+from offline_gitd.critics import CriticConfig
 from offline_gitd.learners.family import make_discrete_family
 from offline_gitd.networks import make_torso, torsos
 from offline_gitd.networks.conv import Conv
@@ -122,7 +123,7 @@ def _train(kind: str, torso: str, batches: list[Batch]) -> tuple[Any, list[Any]]
 
 
 @pytest.mark.parametrize("torso", ["nature", "impala"])
-@pytest.mark.parametrize("kind", CRITIC_KINDS)
+@pytest.mark.parametrize("kind", critic_names())
 def test_training_steps_are_unchanged(kind: str, torso: str, reference_conv) -> None:
     """Every critic's vmapped training step gives the reference's losses and parameters."""
     batches = _frame_batches(SMALL_FRAMES[torso], seeds=2, count=2)

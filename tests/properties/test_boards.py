@@ -214,5 +214,11 @@ def test_a_submit_adds_its_rows_or_changes_nothing(board_rows, legacy, bom, trai
             return
         event("submitted")
         old = [] if board_rows is None else [row.__class__(**{**row.__dict__, "method_config": "" if legacy else row.method_config}) for row in board_rows]  # fmt: skip
-        written = [row for _, row in read_rows(run / RESULTS_FILE)]
+        # rows the run holds twice (every value but when each was written) go on the board once
+        written, seen = [], set()
+        for _, row in read_rows(run / RESULTS_FILE):
+            content = tuple(value for name, value in row.__dict__.items() if name != "created_at")
+            if content not in seen:
+                seen.add(content)
+                written.append(row)
         assert [row for _, row in read_rows(board)] == old + written

@@ -159,15 +159,16 @@ def test_the_store_holds_the_episodes_really_there(data_dir, total_steps: Any, d
 
 # Opening a Minari dataset for training (offline_gitd/data/datasets.py) with hostile metadata.
 def open_for_training(root: Path, path: Path, original: dict[str, Any], changes: dict[str, Any]) -> None:
-    from offline_gitd.data.datasets import dataset_domain, open_offline_data
+    from offline_gitd.data.datasets import open_offline_data
     from offline_gitd.offline.config import OfflineConfig
+    from offline_gitd.offline.train import resolve_config
 
     path.write_text(json.dumps(original | changes))
     try:
         with pytest.MonkeyPatch.context(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cfg = OfflineConfig(dataset=f"minari:{DATASET}", out="x", data_dir=str(root))
-            open_offline_data(cfg.resolve(dataset_domain(cfg.dataset, str(root))))
+            open_offline_data(resolve_config(cfg))
     finally:
         path.write_text(json.dumps(original))
 

@@ -16,7 +16,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from offline_gitd.cli import build_parser
-from offline_gitd.config.fields import base_type
+from offline_gitd.config.fields import base_type, field_choices
 from offline_gitd.errors import ConfigError
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.online.config import OnlineConfig
@@ -97,8 +97,9 @@ def typed_value(cls: type, name: str) -> st.SearchStrategy[Any]:
     first checks, so that expansion and the command lines are what is tested."""
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     kind = base_type(typing.get_type_hints(cls)[name])
-    if field.metadata.get("choices"):
-        return st.sampled_from(field.metadata["choices"])
+    choices = field_choices(field)
+    if choices:
+        return st.sampled_from(tuple(choices))
     if kind is bool:
         return st.booleans()
     if kind is int:
