@@ -50,3 +50,15 @@ def jax_compilation_cache(tmp_path_factory):
     yield
     for name, value in saved.items():
         jax.config.update(name, value)
+
+
+# The longest tests first, clusters before end-to-end runs: on two workers they then overlap the
+# rest of the run instead of running alone at its end.
+LONG_MARKERS = ("slurm", "ray", "e2e")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item) -> int:
+        return next((i for i, name in enumerate(LONG_MARKERS) if item.get_closest_marker(name)), len(LONG_MARKERS))
+
+    items.sort(key=rank)
