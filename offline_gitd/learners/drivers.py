@@ -3,7 +3,7 @@
 * ``scan``: a ``lax.scan`` over M pre-sampled batches per call. Fastest where the loop body
   compiles well (GPU; MLP torsos on CPU): one dispatch for M updates.
 * ``loop``: the jitted update called M times from Python. XLA on CPU compiles convolutions inside
-  ``scan``/``while`` bodies into slow plain loops (JAX issue 12868; docs/offline.md#drivers), so
+  ``scan``/``while`` bodies into slow plain loops (JAX GitHub issue #12868; docs/offline.md#drivers), so
   convolutional torsos on CPU use this. Dispatch is asynchronous and metrics stay on the device
   until the chunk ends, so neither driver waits on the host per step.
 
