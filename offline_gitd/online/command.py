@@ -45,6 +45,11 @@ COLLECT_KEYS = {
 }
 
 
+def type_names(kind: type | tuple[type, ...]) -> str:
+    """``int`` or ``int or float or str``: what a key of :data:`COLLECT_KEYS` takes, for messages."""
+    return " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+
+
 COLLECT_EXAMPLES = """examples:
   offline_gitd collect LunarLander-v3 --steps 100000 --out offline_gitd/LunarLander-v3/dqn-v0
   offline_gitd collect MountainCar-v0 --steps 100000 --out offline_gitd/MountainCar-v0/dqn-v0 --data-dir D
@@ -266,8 +271,7 @@ def _collect_options(args: argparse.Namespace) -> dict:
         for key, value in table.items():
             kind = COLLECT_KEYS[key]
             if isinstance(value, bool) or not isinstance(value, kind):
-                expected = " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
-                raise ConfigError(f"--config {args.config}: {key}: expected {expected}, got {value!r}")
+                raise ConfigError(f"--config {args.config}: {key}: expected {type_names(kind)}, got {value!r}")
         if isinstance(table.get("utd"), str):
             table["utd"] = parse_ratio(table["utd"])
         options.update(table)

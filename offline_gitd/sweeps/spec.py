@@ -29,6 +29,8 @@ from typing import Any
 
 from offline_gitd.config.fields import MAX_SEEDS, base_type, coerce_value, parse_int_range
 from offline_gitd.errors import ConfigError
+from offline_gitd.online.command import COLLECT_KEYS as COLLECT_FILE_KEYS
+from offline_gitd.online.command import type_names
 
 COMMANDS: dict[str, tuple[str, ...]] = {
     "train": ("train",),
@@ -38,18 +40,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 TOP_LEVEL = ("command", "board", "allow_new_env", "data_dir", "resources", "collect", "fixed", "grid")
 # Set by the sweep itself, never by a spec: where each run goes, which algorithm the command is.
 RESERVED = {"out": "run directories are named from the grid under --out", "data_dir": "use the top-level data_dir"}
-COLLECT_KEYS = {
-    "env": str,
-    "steps": int,
-    "out": str,
-    "policy": str,
-    "critic": str,
-    "seed": int,
-    "horizon": int,
-    "checkpoint_every": int,
-    "epsilon_steps": int,
-    "utd": str,
-}
+# The keys of a [[collect]] table: those of `collect --config FILE` but where the dataset and the
+# behaviour agent's run go, which the sweep decides (the top-level data_dir, its own run folders).
+COLLECT_KEYS = {key: kind for key, kind in COLLECT_FILE_KEYS.items() if key not in ("data_dir", "run_dir")}
 RESOURCE_KEYS = {"cpus": (int, float), "gpus": (int, float), "retries": int, "seeds_per_run": int}
 # What a resumed run may change (docs/architecture.md#runs-are-self-contained): its length. A finished run with a longer length in
 # the spec is resumed to that length.
@@ -217,7 +210,7 @@ def _collect_steps(where: str, command: str, raw: Any) -> tuple[CollectStep, ...
             if kind is None:
                 raise ConfigError(f"{where}: {key} {name}: unknown key (known: {', '.join(COLLECT_KEYS)})")
             if isinstance(value, bool) or not isinstance(value, kind):
-                raise ConfigError(f"{where}: {key} {name}: expected {kind.__name__}, got {value!r}")
+                raise ConfigError(f"{where}: {key} {name}: expected {type_names(kind)}, got {value!r}")
         missing = [name for name in ("env", "steps", "out") if name not in item]
         if missing:
             raise ConfigError(f"{where}: {key}: {missing[0]} is required")
