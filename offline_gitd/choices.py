@@ -1,4 +1,4 @@
-"""The names a user chooses among: head layouts, torsos, update drivers, frame placements.
+"""The names a user chooses among: head layouts, torsos, update drivers, frame placements, offline algorithms.
 
 Plain data on the ground floor, so that building the command line (and ``--help``) imports no JAX:
 the modules that implement each choice import its names from here. Critics, which third-party
@@ -15,3 +15,9 @@ TORSOS = ("nature", "impala", "impala-gap", "minatar", "mlp")
 DRIVERS = ("auto", "scan", "loop")
 # Where the offline loop gathers Atari frames for a batch.
 FRAME_PLACEMENTS = ("auto", "device", "host")
+# Offline algorithms (docs/offline.md#baselines): CQL over any critic, behaviour cloning (no critic),
+# TD3+BC and IQL (continuous actions only).
+OFFLINE_ALGOS = ("cql", "bc", "td3bc", "iql")
+CONTINUOUS_ONLY_ALGOS = ("td3bc", "iql")
+# The critic column of an algorithm that trains none (behaviour cloning).
+NO_CRITIC = "none"

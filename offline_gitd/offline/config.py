@@ -1,6 +1,9 @@
 """``offline_gitd train``'s configuration: a :class:`~offline_gitd.config.base.RunConfig` on a dataset.
 
-The domain's defaults are the paper's offline tables (:data:`offline_gitd.config.paper.OFFLINE_DEFAULTS`).
+The domain's defaults are the paper's offline tables (:data:`offline_gitd.config.paper.OFFLINE_DEFAULTS`),
+with the baselines' own values over them (:data:`offline_gitd.config.paper.BASELINE_DEFAULTS`).
+Behaviour cloning trains no critic: its ``critic`` is ``none``, and every critic flag is refused
+(docs/offline.md#baselines).
 """
 
 from __future__ import annotations
@@ -10,11 +13,28 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from offline_gitd.choices import FRAME_PLACEMENTS
+from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS, FRAME_PLACEMENTS, NO_CRITIC, OFFLINE_ALGOS
 from offline_gitd.config.base import RunConfig
-from offline_gitd.config.fields import option
-from offline_gitd.config.paper import OFFLINE_DEFAULTS
+from offline_gitd.config.fields import check_range, option
+from offline_gitd.config.paper import BASELINE_DEFAULTS, OFFLINE_DEFAULTS
+from offline_gitd.critic_registry import critic_names
 from offline_gitd.errors import ConfigError
+
+DEFAULT_CRITIC = "gitd"
+# The fields only one algorithm reads; set with another, they are refused.
+ALGO_FIELDS: dict[str, tuple[str, ...]] = {
+    "cql": ("cql_alpha",),
+    "td3bc": ("bc_alpha", "policy_noise", "noise_clip", "policy_delay"),
+    "iql": ("expectile", "iql_temperature"),
+}
+# The fields that configure a critic: behaviour cloning has none, so it takes none of them. Each
+# with the value that means "not set".
+CRITIC_FIELDS: dict[str, object] = {"K": None, "T": None, "tau": None, "heads": None, "beta": 1.0, "D": 1}
+
+
+def offline_critic_names() -> tuple[str, ...]:
+    """The registered critics, and ``none`` for the algorithm that trains none (``bc``)."""
+    return (*critic_names(), NO_CRITIC)
 
 
 @dataclass(frozen=True)
@@ -22,8 +42,25 @@ class OfflineConfig(RunConfig):
     """Hyperparameters of ``offline_gitd train``; ``None`` means "the domain's default"."""
 
     dataset: str = option("", "rlu-atari:GAME/RUN[:CHECKPOINTS] or minari:DATASET_ID")
-    algo: str = option("cql", "offline algorithm family (cql; --cql-alpha 0 gives offline DQN/SAC)", choices=("cql",))
-    cql_alpha: float | None = option(None, "weight of the CQL penalty (0: no penalty)")
+    critic: str | None = option(
+        None,
+        "critic (td: DQN/SAC/CQL, tdrc: QRC, itd: i-TD, gitd: Gi-TD, or an installed plug-in's; none: --algo bc)",
+        choices=offline_critic_names,
+        unset=f"{DEFAULT_CRITIC}; {NO_CRITIC} with --algo bc",
+    )
+    algo: str = option(
+        "cql",
+        "offline algorithm: cql (--cql-alpha 0 gives offline DQN/SAC), bc (behaviour cloning, no critic), "
+        "td3bc (TD3+BC) or iql (IQL); td3bc and iql need continuous actions",
+        choices=OFFLINE_ALGOS,
+    )
+    cql_alpha: float | None = option(None, "cql: weight of the CQL penalty (0: no penalty)")
+    bc_alpha: float | None = option(None, "td3bc: alpha, the weight of Q against the BC term (paper: 2.5)")
+    policy_noise: float | None = option(None, "td3bc: std of the target policy's smoothing noise (paper: 0.2)")
+    noise_clip: float | None = option(None, "td3bc: clip of the smoothing noise (paper: 0.5)")
+    policy_delay: int | None = option(None, "td3bc: critic updates per policy and target update (paper: 2)")
+    expectile: float | None = option(None, "iql: expectile of the value regression, in (0, 1) (paper: 0.7)")
+    iql_temperature: float | None = option(None, "iql: inverse temperature beta of the advantage weights (paper: 3)")
     fraction: float | None = option(None, "fraction of each checkpoint / dataset kept (paper Atari: first 10%)")
     epochs: int | None = option(None, "epochs (an evaluation after each)")
     steps_per_epoch: int | None = option(None, "gradient steps per epoch")
@@ -47,11 +84,41 @@ class OfflineConfig(RunConfig):
     )
 
     def resolve(self, domain: str) -> OfflineConfig:
-        """Fill domain defaults, apply the paper's per-critic rules, validate; returns a new config."""
+        """Fill domain defaults (the algorithm's over the domain's), apply the paper's per-critic
+        rules, validate; returns a new config."""
+        self.check_algo(domain)
         values = dataclasses.asdict(self)
         if values["tau"] is not None and self.T is None:
             values["T"] = 1
-        return self.filled(values, OFFLINE_DEFAULTS[domain], domain)
+        defaults = {**OFFLINE_DEFAULTS[domain], **BASELINE_DEFAULTS[self.algo].get(domain, {})}
+        if self.algo != "cql":
+            defaults.pop("cql_alpha")
+        if self.algo == "bc":
+            for name in CRITIC_FIELDS:
+                defaults.pop(name, None)
+            values["critic"] = NO_CRITIC
+            for name, default in defaults.items():
+                if values.get(name) is None:
+                    values[name] = default
+            resolved = OfflineConfig(**values)
+            resolved.validate()
+            return resolved
+        values["critic"] = values["critic"] or DEFAULT_CRITIC
+        return self.filled(values, defaults, domain)
+
+    def validate(self) -> None:
+        """Every check; behaviour cloning has no critic to check."""
+        if self.algo == "bc":
+            self.check_flags()
+        else:
+            super().validate()
+
+    def check_algo(self, domain: str) -> None:
+        """Refuse td3bc and iql on a domain of discrete actions (every domain but ``continuous``)."""
+        if self.algo in CONTINUOUS_ONLY_ALGOS and domain != "continuous":
+            raise ConfigError(
+                f"--algo {self.algo} is for continuous actions; this dataset's are discrete (use cql or bc)"
+            )
 
     def check_flags(self) -> None:
         super().check_flags()
@@ -67,13 +134,40 @@ class OfflineConfig(RunConfig):
             raise ConfigError(f"--cql-alpha must be >= 0, got {self.cql_alpha}")
         if self.eval_epsilon is not None and not 0.0 <= self.eval_epsilon <= 1.0:
             raise ConfigError(f"--eval-epsilon must be in [0, 1], got {self.eval_epsilon}")
+        self.check_algo_flags()
+
+    def check_algo_flags(self) -> None:
+        """The algorithm's own flags in range, other algorithms' refused, and bc without a critic."""
+        for algo, names in ALGO_FIELDS.items():
+            for name in names:
+                if algo != self.algo and getattr(self, name) is not None:
+                    raise ConfigError(f"{flag(name)} is for --algo {algo}, not --algo {self.algo}")
+        if self.algo == "bc":
+            if self.critic not in (None, NO_CRITIC):
+                raise ConfigError(f"--algo bc trains no critic: drop --critic {self.critic}")
+            for name, unset in CRITIC_FIELDS.items():
+                if getattr(self, name) != unset:
+                    raise ConfigError(f"--algo bc trains no critic: drop {flag(name)}")
+        elif self.critic == NO_CRITIC:
+            raise ConfigError(f"--critic {NO_CRITIC} is for --algo bc; --algo {self.algo} trains a critic")
+        for name in ("bc_alpha", "policy_noise", "noise_clip", "iql_temperature"):
+            check_range(flag(name), getattr(self, name), 0.0)
+        check_range("--policy-delay", self.policy_delay, 1)
+        if self.expectile is not None and not 0.0 < self.expectile < 1.0:
+            raise ConfigError(f"--expectile must be in (0, 1), got {self.expectile}")
 
     def algorithm_name(self, action_kind: str) -> str:
-        """What the board calls the algorithm: ``cql``, or without a CQL penalty
-        (``--cql-alpha 0``) what it then is, offline DQN or offline SAC."""
-        if self.cql_alpha is None or self.cql_alpha > 0:
+        """What the board calls the algorithm: ``bc``, ``td3bc``, ``iql``, ``cql``, or cql without a
+        CQL penalty (``--cql-alpha 0``) what it then is, offline DQN or offline SAC."""
+        if self.algo != "cql" or self.cql_alpha is None or self.cql_alpha > 0:
             return self.algo
         return "offline-dqn" if action_kind == "discrete" else "offline-sac"
+
+    def board_identity(self) -> tuple[str, int, float]:
+        """The board's critic, K and beta columns: behaviour cloning's are ``none``, 1 and 0."""
+        if self.algo == "bc":
+            return NO_CRITIC, 1, 0.0
+        return self.critic, self.K, self.beta
 
     def method_config(self, domain: str) -> str:
         """What sets this run's method apart from ``domain``'s defaults (paths, seeds, drivers and
@@ -81,3 +175,9 @@ class OfflineConfig(RunConfig):
         blank = OfflineConfig(dataset=self.dataset, out=self.out or "-", algo=self.algo, critic=self.critic, K=self.K)
         ignored = ("dataset", "out", "data_dir", "seeds", "driver", "updates_per_call", "epochs")
         return self.describe_method(blank, domain, ignored)
+
+
+def flag(name: str) -> str:
+    """A field's command-line flag (``bc_alpha`` -> ``--bc-alpha``, ``K`` -> ``--K``)."""
+    field = next(f for f in dataclasses.fields(OfflineConfig) if f.name == name)
+    return field.metadata.get("flag") or f"--{name.replace('_', '-')}"

@@ -73,6 +73,7 @@ def run_offline(
     run = RunLifecycle(run_dir, record, made_by, resume=resume, overwrite=overwrite, outputs=outputs, unit="epoch")
     provenance = run.open()
     algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
+    board = cfg.board_identity()  # the critic, K and beta columns
     start_epoch, state, _ = run.restore(state)
     run.start_logs(start_epoch * cfg.steps_per_epoch, seeds)
 
@@ -115,9 +116,7 @@ def run_offline(
             row["epoch_seconds"] = round(elapsed, 3)
             metric_rows.append(row)
             if len(returns[i]):
-                result_rows.append(
-                    run.result_row(algorithm, cfg.critic, cfg.K, cfg.beta, seed, step, float(np.mean(returns[i])))
-                )
+                result_rows.append(run.result_row(algorithm, *board, seed, step, float(np.mean(returns[i]))))
         run.write(metric_rows, result_rows)
         run.save(epoch, state)
         mean_return = np.mean([r["eval_return"] for r in metric_rows])

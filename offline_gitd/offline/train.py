@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS
 from offline_gitd.data.datasets import OfflineData
 from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
@@ -26,36 +27,55 @@ from offline_gitd.rundir.lock import hold_run_dir
 
 
 def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
-    """The discrete (CQL-DQN) or continuous (CQL-SAC) family for the dataset's action space."""
+    """The learner family of ``cfg.algo`` for the dataset's action space."""
     return family_for(cfg, data.spaces, data.replay.sample(1, np.random.default_rng(0)).obs)
 
 
 def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -> Family:
     """:func:`build_family` from the spaces and one network input (batch of 1) alone: what loading
-    a trained run needs, without reading its dataset."""
-    common = dict(mlp_hidden=cfg.hidden_sizes, lr=cfg.lr, adam_eps=cfg.adam_eps, cql_alpha=cfg.cql_alpha)
-    if spaces.action_kind == "discrete":
+    a trained run needs, without reading its dataset. Each algorithm's module is imported when chosen."""
+    discrete = spaces.action_kind == "discrete"
+    if cfg.algo in CONTINUOUS_ONLY_ALGOS and discrete:
+        raise ConfigError(f"--algo {cfg.algo} is for continuous actions; this dataset's are discrete (use cql or bc)")
+    if not discrete and cfg.torso != "mlp":
+        raise ConfigError(f"continuous actions need the mlp torso, got --torso {cfg.torso}")
+    optimiser = dict(mlp_hidden=cfg.hidden_sizes, lr=cfg.lr, adam_eps=cfg.adam_eps)
+    if cfg.algo == "bc":
+        from offline_gitd.learners.bc import make_continuous_bc_family, make_discrete_bc_family
+
+        if discrete:
+            return make_discrete_bc_family(spaces.action_size, obs_example, torso=cfg.torso, **optimiser)
+        return make_continuous_bc_family(spaces.action_size, obs_example, spaces.action_bounds, **optimiser)
+    continuous = (cfg.critic_config(), spaces.action_size, obs_example, spaces.action_bounds)
+    if cfg.algo == "td3bc":
+        from offline_gitd.learners.td3bc import make_td3bc_family
+
+        return make_td3bc_family(
+            *continuous,
+            **optimiser,
+            bc_alpha=cfg.bc_alpha,
+            policy_noise=cfg.policy_noise,
+            noise_clip=cfg.noise_clip,
+            policy_delay=cfg.policy_delay,
+        )
+    if cfg.algo == "iql":
+        from offline_gitd.learners.iql import make_iql_family
+
+        return make_iql_family(*continuous, **optimiser, expectile=cfg.expectile, temperature=cfg.iql_temperature)
+    if discrete:
         return make_discrete_family(
             cfg.critic_config(),
             spaces.action_size,
             obs_example,
             torso=cfg.torso,
             head_hidden=cfg.head_hidden,
-            **common,
+            cql_alpha=cfg.cql_alpha,
+            **optimiser,
         )
-    if cfg.torso != "mlp":
-        raise ConfigError(f"continuous actions need the mlp torso, got --torso {cfg.torso}")
     from offline_gitd.learners.family import make_continuous_family
 
     # One --mlp-hidden sets the critics and the actor (the MuJoCo table has FC 256 - FC 256 for both), as online.
-    return make_continuous_family(
-        cfg.critic_config(),
-        spaces.action_size,
-        obs_example,
-        spaces.action_bounds,
-        actor_hidden=cfg.hidden_sizes,
-        **common,
-    )
+    return make_continuous_family(*continuous, actor_hidden=cfg.hidden_sizes, cql_alpha=cfg.cql_alpha, **optimiser)
 
 
 def resolve_config(cfg: OfflineConfig) -> OfflineConfig:
