@@ -31,7 +31,7 @@ import numpy as np
 import optax
 
 from offline_gitd.batch import Batch
-from offline_gitd.errors import ConfigError
+from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
 from offline_gitd.learners.continuous import ActionBox
 from offline_gitd.networks import Params, make_torso
@@ -174,8 +174,5 @@ def make_continuous_bc_family(
     adam_eps: float,
 ) -> ContinuousBCFamily:
     """``action_bounds`` = (low, high) of the env's Box, each broadcastable to [act_dim]."""
-    low, high = (np.broadcast_to(np.asarray(b, np.float32), (act_dim,)) for b in action_bounds)
-    if not np.all(np.isfinite(low) & np.isfinite(high) & (high > low)):
-        raise ConfigError(f"continuous actions need finite bounds with high > low, got {low} and {high}")
-    box = ActionBox(tuple(float(x) for x in low), tuple(float(x) for x in high))
+    box = action_box(act_dim, action_bounds)
     return ContinuousBCFamily(Actor(act_dim, tuple(mlp_hidden)), obs_example, box, lr, adam_eps)

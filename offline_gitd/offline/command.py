@@ -1,4 +1,4 @@
-"""``offline_gitd train``: CQL-family offline training of any critic (docs/architecture.md#the-command-line-contract)."""
+"""``offline_gitd train``: offline training, CQL over any critic or a baseline (docs/architecture.md#the-command-line-contract)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from offline_gitd.rundir.flags import add_run_arguments, start_run
 EXAMPLES = """examples:
   offline_gitd train --dataset rlu-atari:Pong/1:0-4 --critic gitd --K 5 --seeds 0-4 --epochs 10 --out runs/pong-gitd
   offline_gitd train --dataset minari:offline_gitd/LunarLander-v3/dqn-v0 --critic itd --out runs/ll-itd
+  offline_gitd train --dataset minari:offline_gitd/LunarLander-v3/dqn-v0 --algo bc --out runs/ll-bc
+  offline_gitd train --dataset minari:offline_gitd/Hopper-v5/sac-v0 --algo td3bc --critic gitd --out runs/h-td3bc
   offline_gitd train --out runs/pong-gitd --resume --epochs 20     (continue, exactly where it stopped)
   offline_gitd train --config runs/ll-itd/config.json --out runs/ll-itd-again   (run it again)
 """
@@ -21,11 +23,13 @@ EXAMPLES = """examples:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "train",
-        help="train a critic offline (CQL-DQN / CQL-SAC) on an RL Unplugged or Minari dataset",
+        help="train offline (CQL-DQN / CQL-SAC, BC, TD3+BC, IQL) on an RL Unplugged or Minari dataset",
         description=(
-            "Train TD, TDRC, i-TD or Gi-TD critics with CQL on a dataset; all --seeds run in one compiled "
-            "program. Unset options take the paper's defaults for the dataset's domain (Atari offline table; "
-            "the Gym ablation for vector observations; the SAC table for continuous actions). Writes "
+            "Train TD, TDRC, i-TD or Gi-TD critics with CQL (--algo cql), or a baseline: behaviour cloning "
+            "(--algo bc), TD3+BC (--algo td3bc) or IQL (--algo iql) on continuous actions; all --seeds run in one "
+            "compiled program. Unset options take the paper's defaults for the dataset's domain (Atari offline "
+            "table; the Gym ablation for vector observations; the SAC table for continuous actions) and the "
+            "baselines' own papers for theirs (docs/offline.md#baselines). Writes "
             "config.json, metrics.csv, results.csv (leaderboard rows) and checkpoints/ under --out."
         ),
         epilog=EXAMPLES,

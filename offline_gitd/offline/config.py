@@ -20,7 +20,9 @@ from offline_gitd.config.paper import BASELINE_DEFAULTS, OFFLINE_DEFAULTS
 from offline_gitd.critic_registry import critic_names
 from offline_gitd.errors import ConfigError
 
-DEFAULT_CRITIC = "gitd"
+# The critic a run of each algorithm trains when it names none: Gi-TD, the package's; IQL's
+# bootstrap V(s') takes only critics with a target network (td); behaviour cloning trains none.
+DEFAULT_CRITIC = {"cql": "gitd", "td3bc": "gitd", "iql": "td", "bc": NO_CRITIC}
 # The fields only one algorithm reads; set with another, they are refused.
 ALGO_FIELDS: dict[str, tuple[str, ...]] = {
     "cql": ("cql_alpha",),
@@ -46,7 +48,7 @@ class OfflineConfig(RunConfig):
         None,
         "critic (td: DQN/SAC/CQL, tdrc: QRC, itd: i-TD, gitd: Gi-TD, or an installed plug-in's; none: --algo bc)",
         choices=offline_critic_names,
-        unset=f"{DEFAULT_CRITIC}; {NO_CRITIC} with --algo bc",
+        unset="gitd; td with --algo iql; none with --algo bc",
     )
     algo: str = option(
         "cql",
@@ -86,6 +88,7 @@ class OfflineConfig(RunConfig):
     def resolve(self, domain: str) -> OfflineConfig:
         """Fill domain defaults (the algorithm's over the domain's), apply the paper's per-critic
         rules, validate; returns a new config."""
+        self.check_algo_flags()
         self.check_algo(domain)
         values = dataclasses.asdict(self)
         if values["tau"] is not None and self.T is None:
@@ -103,8 +106,8 @@ class OfflineConfig(RunConfig):
             resolved = OfflineConfig(**values)
             resolved.validate()
             return resolved
-        values["critic"] = values["critic"] or DEFAULT_CRITIC
-        return self.filled(values, defaults, domain)
+        values["critic"] = values["critic"] or DEFAULT_CRITIC[self.algo]
+        return dataclasses.replace(self, critic=values["critic"]).filled(values, defaults, domain)
 
     def validate(self) -> None:
         """Every check; behaviour cloning has no critic to check."""
@@ -150,8 +153,10 @@ class OfflineConfig(RunConfig):
                     raise ConfigError(f"--algo bc trains no critic: drop {flag(name)}")
         elif self.critic == NO_CRITIC:
             raise ConfigError(f"--critic {NO_CRITIC} is for --algo bc; --algo {self.algo} trains a critic")
-        for name in ("bc_alpha", "policy_noise", "noise_clip", "iql_temperature"):
+        for name in ("policy_noise", "noise_clip", "iql_temperature"):
             check_range(flag(name), getattr(self, name), 0.0)
+        if self.bc_alpha is not None and not (math.isfinite(self.bc_alpha) and self.bc_alpha > 0):
+            raise ConfigError(f"--bc-alpha must be > 0, got {self.bc_alpha}")
         check_range("--policy-delay", self.policy_delay, 1)
         if self.expectile is not None and not 0.0 < self.expectile < 1.0:
             raise ConfigError(f"--expectile must be in (0, 1), got {self.expectile}")

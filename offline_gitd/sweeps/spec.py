@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS
 from offline_gitd.config.fields import MAX_SEEDS, base_type, coerce_value, parse_int_range
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.command import COLLECT_KEYS as COLLECT_FILE_KEYS
@@ -393,7 +394,7 @@ def board_name(spec: SweepSpec, fields: Mapping[str, Any]) -> str:
 
 
 def _domain_guess(spec: SweepSpec, fields: Mapping[str, Any]) -> str:
-    if spec.command == "online sac":
+    if spec.command == "online sac" or fields.get("algo") in CONTINUOUS_ONLY_ALGOS:
         return "continuous"
     where = str(fields.get("dataset" if spec.command == "train" else "env", ""))
     if where.startswith("MinAtar/"):
