@@ -133,7 +133,7 @@ def test_bc_trains_on_discrete_data_and_lands_on_a_board_beside_cql(minari_root,
     for algo in ("bc", "cql"):
         out = tmp_path / algo
         assert main(["train", "--dataset", f"minari:{CARTPOLE}", "--algo", algo, "--out", str(out), *SMALL]) == 0
-        assert main(["leaderboard", "submit", str(out), "--board", str(board)]) == 0
+        assert main(["leaderboard", "submit", str(out), "--board", str(board), "--allow-new-env"]) == 0
     submitted = {(r["algorithm"], r["critic"], r["K"], r["beta"]) for r in rows(board)}
     assert submitted == {("bc", "none", "1", "0.0"), ("cql", "gitd", "5", "1.0")}
     bc = offline_gitd.load_run(tmp_path / "bc")
@@ -156,7 +156,7 @@ def test_continuous_baselines_train_reload_and_land_on_a_board_beside_cql(minari
     for name, flags in runs.items():
         out = tmp_path / name
         assert main(["train", "--dataset", f"minari:{PENDULUM}", *flags, "--out", str(out), *SMALL]) == 0, name
-        assert main(["leaderboard", "submit", str(out), "--board", str(board)]) == 0
+        assert main(["leaderboard", "submit", str(out), "--board", str(board), "--allow-new-env"]) == 0
     submitted = {(r["algorithm"], r["critic"], r["K"]) for r in rows(board)}
     assert submitted == {("cql", "td", "1"), ("bc", "none", "1"), ("td3bc", "gitd", "2"), ("iql", "td", "1")}
     for name in runs:
