@@ -40,7 +40,8 @@ def train(
     progress: bool = True,
     tensorboard: bool = True,
 ) -> Run:
-    """Train a critic offline, as ``offline_gitd train`` does, and open the finished run.
+    """Train offline, as ``offline_gitd train`` does, and open the finished run: CQL over any
+    critic, or a baseline (``algo``: ``bc``, ``td3bc``, ``iql``; docs/offline.md#baselines).
 
     ``config``: an :class:`~offline_gitd.offline.config.OfflineConfig`, a dict of its fields, or a
     file (TOML, or a run's ``config.json`` to run it again). Fields left unset take the paper's

@@ -24,6 +24,9 @@ def offline_record(run_dir: str | Path) -> dict[str, Any]:
     record = read_config(path)
     if "dataset" not in record.get("config", {}):
         raise ConfigError(f"--init-from {run_dir}: an online run; --init-from starts from an offline (train) run")
+    algo = record["config"].get("algo", "cql")
+    if algo != "cql":  # DQN and SAC continue CQL's learner state; bc, td3bc and iql hold other states
+        raise ConfigError(f"--init-from {run_dir}: an --algo {algo} run; online dqn and sac start from a cql run")
     return record
 
 

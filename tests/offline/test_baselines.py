@@ -127,7 +127,7 @@ def rows(path: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.e2e
-def test_bc_trains_on_discrete_data_and_lands_on_a_board_beside_cql(minari_root, tmp_path, monkeypatch) -> None:
+def test_bc_trains_on_discrete_data_and_lands_on_a_board_beside_cql(minari_root, tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(minari_root))
     board = tmp_path / "board.csv"
     for algo in ("bc", "cql"):
@@ -141,6 +141,10 @@ def test_bc_trains_on_discrete_data_and_lands_on_a_board_beside_cql(minari_root,
     returns = bc.evaluate(episodes=2, seed=1)
     assert returns.shape == (2,) and np.all(returns >= 1)
     assert main(["evaluate", str(tmp_path / "bc"), "--episodes", "1"]) == 0
+    capsys.readouterr()
+    online = ["online", "dqn", "--env", "CartPole-v1", "--init-from", str(tmp_path / "bc"), "--steps", "10"]
+    assert main([*online, "--out", str(tmp_path / "online"), *QUIET]) == 2
+    assert "an --algo bc run; online dqn and sac start from a cql run" in capsys.readouterr().err
 
 
 @pytest.mark.e2e
@@ -182,3 +186,17 @@ def test_the_python_api_trains_a_baseline_and_its_config_file_runs_it_again(mina
     first, second = offline_gitd.load_run(tmp_path / "a"), offline_gitd.load_run(again)
     assert first.results["return"].tolist() == second.results["return"].tolist()
     assert first.results["config_hash"].tolist() == second.results["config_hash"].tolist()
+
+
+def test_the_baselines_sweep_is_cql_bc_td3bc_and_iql_on_a_collected_hopper_dataset(tmp_path, capsys) -> None:
+    spec = Path(__file__).resolve().parents[2] / "sweeps" / "offline_baselines.toml"
+    plans = expand(load_spec(spec))
+    methods = {(p.fields["algo"], p.fields.get("critic")) for p in plans}
+    assert methods == {("cql", "td"), ("bc", None), ("td3bc", "td"), ("td3bc", "gitd"), ("iql", "td")}
+    assert {p.fields["dataset"] for p in plans} == {"minari:offline_gitd/Hopper-v5/sac-200000-v0"}
+    assert {p.board for p in plans} == {"leaderboard.csv"}
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "sweep"), "--dry-run"]) == 0
+    printed = capsys.readouterr().out
+    assert "5 runs; nothing was run (--dry-run)" in printed
+    assert "offline_gitd collect Hopper-v5 --steps 200000 --out offline_gitd/Hopper-v5/sac-200000-v0" in printed
+    assert not (tmp_path / "sweep").exists() or not any((tmp_path / "sweep").rglob("config.json"))

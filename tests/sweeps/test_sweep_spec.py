@@ -23,6 +23,7 @@ SHIPPED = {
     "atari_online": 40,
     "mujoco_online": 24,
     "minatar_offline": 20,
+    "offline_baselines": 5,
 }
 
 
