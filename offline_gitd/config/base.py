@@ -125,8 +125,11 @@ class RunConfig:
     def config_hash(self) -> str:
         """Hash of everything that defines the learning problem (not seeds, output or data paths,
         nor the run's length, which resume may extend), so runs of one method share it across seeds."""
-        identity = {k: v for k, v in self.to_dict().items() if k not in self.NOT_HASHED}
-        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.hash_identity(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def hash_identity(self) -> dict[str, Any]:
+        """The fields :meth:`config_hash` hashes."""
+        return {k: v for k, v in self.to_dict().items() if k not in self.NOT_HASHED}
 
     def resolve(self, domain: str) -> RunConfig:  # pragma: no cover - every subclass defines it
         raise NotImplementedError

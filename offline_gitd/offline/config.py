@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS, FRAME_PLACEMENTS, NO_CRITIC, OFFLINE_ALGOS
 from offline_gitd.config.base import RunConfig
@@ -160,6 +160,13 @@ class OfflineConfig(RunConfig):
         check_range("--policy-delay", self.policy_delay, 1)
         if self.expectile is not None and not 0.0 < self.expectile < 1.0:
             raise ConfigError(f"--expectile must be in (0, 1), got {self.expectile}")
+
+    def hash_identity(self) -> dict[str, Any]:
+        """The hashed fields, less the baselines' own where unset: a CQL run hashes as it did
+        before they existed, so its rows still pool with those of earlier runs of its method."""
+        baseline_fields = {name for algo, names in ALGO_FIELDS.items() if algo != "cql" for name in names}
+        identity = super().hash_identity()
+        return {k: v for k, v in identity.items() if not (k in baseline_fields and v is None)}
 
     def algorithm_name(self, action_kind: str) -> str:
         """What the board calls the algorithm: ``bc``, ``td3bc``, ``iql``, ``cql``, or cql without a

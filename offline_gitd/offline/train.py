@@ -46,6 +46,16 @@ def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -
         if discrete:
             return make_discrete_bc_family(spaces.action_size, obs_example, torso=cfg.torso, **optimiser)
         return make_continuous_bc_family(spaces.action_size, obs_example, spaces.action_bounds, **optimiser)
+    if discrete:
+        return make_discrete_family(
+            cfg.critic_config(),
+            spaces.action_size,
+            obs_example,
+            torso=cfg.torso,
+            head_hidden=cfg.head_hidden,
+            cql_alpha=cfg.cql_alpha,
+            **optimiser,
+        )
     continuous = (cfg.critic_config(), spaces.action_size, obs_example, spaces.action_bounds)
     if cfg.algo == "td3bc":
         from offline_gitd.learners.td3bc import make_td3bc_family
@@ -62,16 +72,6 @@ def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -
         from offline_gitd.learners.iql import make_iql_family
 
         return make_iql_family(*continuous, **optimiser, expectile=cfg.expectile, temperature=cfg.iql_temperature)
-    if discrete:
-        return make_discrete_family(
-            cfg.critic_config(),
-            spaces.action_size,
-            obs_example,
-            torso=cfg.torso,
-            head_hidden=cfg.head_hidden,
-            cql_alpha=cfg.cql_alpha,
-            **optimiser,
-        )
     from offline_gitd.learners.family import make_continuous_family
 
     # One --mlp-hidden sets the critics and the actor (the MuJoCo table has FC 256 - FC 256 for both), as online.

@@ -148,7 +148,9 @@ def test_bc_trains_on_discrete_data_and_lands_on_a_board_beside_cql(minari_root,
 
 
 @pytest.mark.e2e
-def test_continuous_baselines_train_reload_and_land_on_a_board_beside_cql(minari_root, tmp_path, monkeypatch) -> None:
+def test_continuous_baselines_train_reload_and_land_on_a_board_beside_cql(
+    minari_root, tmp_path, monkeypatch, capsys
+) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(minari_root))
     board = tmp_path / "board.csv"
     runs = {
@@ -163,6 +165,13 @@ def test_continuous_baselines_train_reload_and_land_on_a_board_beside_cql(minari
         assert main(["leaderboard", "submit", str(out), "--board", str(board), "--allow-new-env"]) == 0
     submitted = {(r["algorithm"], r["critic"], r["K"]) for r in rows(board)}
     assert submitted == {("cql", "td", "1"), ("bc", "none", "1"), ("td3bc", "gitd", "2"), ("iql", "td", "1")}
+    capsys.readouterr()
+    assert main(["leaderboard", "show", "--board", str(board), "--baseline", "bc:none"]) == 0
+    table = capsys.readouterr().out
+    assert all(method in table for method in ("cql:td", "bc:none", "td3bc:gitd", "iql:td"))
+    figures = tmp_path / "figures"
+    assert main(["leaderboard", "plot", "--board", str(board), "--out", str(figures), "--reps", "20"]) == 0
+    assert any(figures.iterdir())
     for name in runs:
         run = offline_gitd.load_run(tmp_path / name)
         act = run.policy(seed=1)
@@ -200,3 +209,14 @@ def test_the_baselines_sweep_is_cql_bc_td3bc_and_iql_on_a_collected_hopper_datas
     assert "5 runs; nothing was run (--dry-run)" in printed
     assert "offline_gitd collect Hopper-v5 --steps 200000 --out offline_gitd/Hopper-v5/sac-200000-v0" in printed
     assert not (tmp_path / "sweep").exists() or not any((tmp_path / "sweep").rglob("config.json"))
+
+
+def test_a_cql_run_hashes_as_before_the_baselines_existed() -> None:
+    """The baselines' fields, unset, do not enter the hash: rows of CQL runs written by earlier
+    versions (this hash, computed by the package before those fields existed) pool with new ones."""
+    assert config("cql", critic="itd").resolve("gym").config_hash() == "1ae93956ea199b9d"
+    assert config("cql", critic="td", T=5).resolve("continuous").config_hash() == "75aa4a6f4f8fe226"
+    assert (
+        config("td3bc").resolve("continuous").config_hash()
+        != config("td3bc", bc_alpha=3.0).resolve("continuous").config_hash()
+    )
