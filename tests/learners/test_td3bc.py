@@ -14,6 +14,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from offline_gitd.batch import Batch
@@ -35,7 +36,9 @@ BC_ALPHA, SIGMA, NOISE_CLIP, TAU = 2.5, 0.2, 0.5, 0.05
 
 
 @functools.cache
-def make_family(kind: str = "td", K: int = 1, tau: float | None = TAU, delay: int = 2, lr: float = 1e-3) -> TD3BCFamily:
+def make_family(
+    kind: str = "td", K: int = 1, tau: float | None = TAU, delay: int = 2, lr: float = 1e-3, noise: float = SIGMA
+) -> TD3BCFamily:
     cfg = CriticConfig(kind=kind, K=K, tau=tau, T=3, heads="independent" if kind != "tdrc" else "shared_linear")
     return make_td3bc_family(
         cfg,
@@ -46,7 +49,7 @@ def make_family(kind: str = "td", K: int = 1, tau: float | None = TAU, delay: in
         lr=lr,
         adam_eps=1e-8,
         bc_alpha=BC_ALPHA,
-        policy_noise=SIGMA,
+        policy_noise=noise,
         noise_clip=NOISE_CLIP,
         policy_delay=delay,
     )
@@ -290,6 +293,64 @@ def test_hard_targets_follow_the_critic_period() -> None:
     online = {"torso": states[3].critic_params["torso"], "q": states[3].critic_params["q"]}
     assert tree_equal(states[3].frozen["target"], online)
     assert not tree_equal(states[3].frozen["target"], states[0].frozen["target"])
+
+
+def test_one_step_is_td3_bc_algorithm_1() -> None:
+    """A policy step rebuilt from the reference losses: the critic on a' = tanh(mu_target(s')) from the
+    *target* actor (noise 0 here, the smoothing is checked above), the actor on the critic just updated,
+    then the target actor and theta_0 by Polyak tau. The state has run three steps before (actor and
+    target actor differ, Adam's moments are not fresh) and the learning rate is large, so that any
+    other network in any role changes the updates visibly."""
+    family = make_family("td", lr=0.05, noise=0.0)
+    step = jitted_step(family)
+    state = initial_state(family, 5)
+    for t in range(3):
+        state, _ = step(state, env_batch(30 + t))
+    assert not tree_equal(state.actor_params, state.actor_target)
+    env = env_batch(9)
+    unit = env._replace(action=jnp.asarray(2.0 * (np.asarray(env.action) - LOW) / (HIGH - LOW) - 1.0, jnp.float32))
+    net, optimizers = family.net, family.optimizers
+
+    def apply(optimizer, params, grads, opt_state):
+        return optax.apply_updates(params, optimizer.update(grads, opt_state, params)[0])
+
+    @jax.jit
+    def reference(state):
+        next_action = jnp.tanh(family.actor.module.apply(state.actor_target, unit.next_obs)[0])
+        targets = [net.q_values(ensemble(state.frozen["target"], j), unit.next_obs, next_action)[0] for j in range(2)]
+        y = unit.reward + unit.discount * jnp.minimum(*targets)
+
+        def critic_loss(p):
+            squared = sum(0.5 * (y - net.q_values(ensemble(p, j), unit.obs, unit.action)[0]) ** 2 for j in range(2))
+            return jnp.mean(unit.weight * squared)
+
+        grads = jax.grad(critic_loss)(state.critic_params)
+        critic_params = apply(optimizers.critic, state.critic_params, grads, state.critic_opt_state)
+
+        def actor_loss(p):
+            pi = jnp.tanh(family.actor.module.apply(p, unit.obs)[0])
+            q = net.q_values(ensemble(critic_params, 0), unit.obs, pi)[0]
+            return -BC_ALPHA / jax.lax.stop_gradient(jnp.abs(q).mean()) * q.mean() + jnp.mean((pi - unit.action) ** 2)
+
+        grads = jax.grad(actor_loss)(state.actor_params)
+        actor_params = apply(optimizers.actor, state.actor_params, grads, state.actor_opt_state)
+        polyak = functools.partial(jax.tree.map, lambda o, t: TAU * o + (1 - TAU) * t)
+        return (
+            critic_params,
+            actor_params,
+            polyak(actor_params, state.actor_target),
+            polyak(critic_params, state.frozen["target"]),
+        )
+
+    def moved(new, old):
+        return jax.tree.map(lambda n, o: np.asarray(n, np.float64) - np.asarray(o, np.float64), new, old)
+
+    new, _ = step(state, env)
+    expected = reference(state)
+    olds = (state.critic_params, state.actor_params, state.actor_target, state.frozen["target"])
+    news = (new.critic_params, new.actor_params, new.actor_target, new.frozen["target"])
+    for name, got, want, old in zip(("critic", "actor", "target actor", "theta_0"), news, expected, olds, strict=True):
+        assert relative_error(moved(got, old), moved(want, old)) < 1e-5, name
 
 
 def stack(*trees):
