@@ -141,6 +141,8 @@ def test_bc_trains_on_discrete_data_and_lands_on_a_board_beside_cql(minari_root,
     returns = bc.evaluate(episodes=2, seed=1)
     assert returns.shape == (2,) and np.all(returns >= 1)
     assert main(["evaluate", str(tmp_path / "bc"), "--episodes", "1"]) == 0
+    assert main(["train", "--out", str(tmp_path / "bc"), "--resume", "--epochs", "2", *QUIET]) == 0
+    assert sorted(set(offline_gitd.load_run(tmp_path / "bc").results["step"])) == [20, 40]
     capsys.readouterr()
     online = ["online", "dqn", "--env", "CartPole-v1", "--init-from", str(tmp_path / "bc"), "--steps", "10"]
     assert main([*online, "--out", str(tmp_path / "online"), *QUIET]) == 2
