@@ -147,6 +147,14 @@ def test_bc_trains_on_discrete_data_and_lands_on_a_board_beside_cql(minari_root,
     online = ["online", "dqn", "--env", "CartPole-v1", "--init-from", str(tmp_path / "bc"), "--steps", "10"]
     assert main([*online, "--out", str(tmp_path / "online"), *QUIET]) == 2
     assert "an --algo bc run; online dqn and sac start from a cql run" in capsys.readouterr().err
+    for flags, message in (
+        (["--algo", "td3bc"], "--algo td3bc is for continuous actions; this dataset's are discrete"),
+        (["--algo", "bc", "--cql-alpha", "1"], "--cql-alpha is for --algo cql, not --algo bc"),
+    ):
+        argv = ["train", "--dataset", f"minari:{CARTPOLE}", *flags, "--out", str(tmp_path / "refused"), *QUIET]
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "refused").exists()
 
 
 @pytest.mark.e2e
