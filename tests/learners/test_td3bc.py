@@ -2,7 +2,7 @@
 
 The references below are written from the papers' formulas with one network call per ensemble and
 head, not from the package's losses: TD3's target policy smoothing and clipped double-Q critic, the
-i-TD and Gi-TD losses on the same targets (docs/critics.md), and TD3+BC's normalised actor
+TDRC, i-TD and Gi-TD losses on the same targets (docs/critics.md), and TD3+BC's normalised actor
 objective. Values and gradients are compared; then the delayed policy update, the targets'
 cadence, determinism, seeds under vmap and a small learning task.
 """
@@ -144,6 +144,33 @@ def test_td_critic_is_td3() -> None:
     expected, expected_grads = jax.jit(jax.value_and_grad(reference))(params)
     np.testing.assert_allclose(float(value), float(expected), rtol=RTOL)
     assert relative_error(grads, expected_grads) < RTOL
+
+
+def test_tdrc_critic_corrects_through_its_online_bootstrap() -> None:
+    """TDRC on TD3's targets, no target network: y = r + g min_j Q^j(s', a') WITH gradient, and per
+    ensemble l = y sg(h^j) - Q^j(s, a) sg(delta^j) + h^j sg(h^j - delta^j) (docs/critics.md#tdrc)."""
+    family = make_family("tdrc")
+    net = family.net
+    params, frozen, next_action = critic_setup(family, seed=6)
+    batch = unit_batch(7)
+    sg = jax.lax.stop_gradient
+
+    def reference(p):
+        y = batch.reward + batch.discount * jnp.minimum(
+            *[net.q_values(ensemble(p, j), batch.next_obs, next_action)[0] for j in range(2)]
+        )
+        total = 0.0
+        for j in range(2):
+            q, h = net.apply(ensemble(p, j), batch.obs, batch.action)
+            delta = y - q[0]
+            total = total + y * sg(h[0]) - q[0] * sg(delta) + h[0] * sg(h[0] - delta)
+        return jnp.mean(batch.weight * total)
+
+    value, grads = ours(family, frozen, batch, next_action)(params)
+    expected, expected_grads = jax.jit(jax.value_and_grad(reference))(params)
+    np.testing.assert_allclose(float(value), float(expected), rtol=RTOL)
+    for group in ("torso", "q", "h"):
+        assert relative_error(grads[group], expected_grads[group]) < RTOL, group
 
 
 def test_itd_critic_chains_its_heads_on_td3_targets() -> None:
