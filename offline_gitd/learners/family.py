@@ -18,7 +18,7 @@ import optax
 
 from offline_gitd.batch import Batch
 from offline_gitd.critics import CriticConfig, critic_optimizer, make_network
-from offline_gitd.errors import ConfigError
+from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
 from offline_gitd.learners.continuous import ActionBox, Optimizers, init_continuous_state, make_continuous_step
 from offline_gitd.learners.discrete import init_discrete_state, make_discrete_step
@@ -138,10 +138,7 @@ def make_continuous_family(
     num_cql_samples: int = 10,
 ) -> ContinuousFamily:
     """``action_bounds`` = (low, high) of the env's Box, each broadcastable to [act_dim]."""
-    low, high = (np.broadcast_to(np.asarray(b, np.float32), (act_dim,)) for b in action_bounds)
-    if not np.all(np.isfinite(low) & np.isfinite(high) & (high > low)):
-        raise ConfigError(f"continuous actions need finite bounds with high > low, got {low} and {high}")
+    box = action_box(act_dim, action_bounds)
     net = make_network(critic, 1, "mlp", continuous=True, mlp_hidden=mlp_hidden)
-    box = ActionBox(tuple(float(x) for x in low), tuple(float(x) for x in high))
     actor = Actor(act_dim, tuple(actor_hidden))
     return ContinuousFamily(critic, net, actor, obs_example, box, lr, adam_eps, cql_alpha, num_cql_samples)

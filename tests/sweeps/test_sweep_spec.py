@@ -24,6 +24,7 @@ SHIPPED = {
     "mujoco_online": 24,
     "minatar_offline": 20,
     "offline_baselines": 5,
+    "offline_baselines_cpu": 5,
 }
 
 
