@@ -33,7 +33,7 @@ import optax
 from offline_gitd.batch import Batch
 from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
-from offline_gitd.learners.continuous import ActionBox
+from offline_gitd.learners.continuous import ActionBox, as_key
 from offline_gitd.networks import Params, make_torso
 
 
@@ -92,8 +92,7 @@ def make_bc_step(
 
 
 def _init_state(init: Callable[[jax.Array], Params], optimizer: optax.GradientTransformation, rng: jax.Array):
-    key = rng if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(rng)
-    params = init(key)
+    params = init(as_key(rng))
     return BCState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
 

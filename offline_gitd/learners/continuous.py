@@ -80,8 +80,21 @@ class ActionBox(NamedTuple):
         return low + 0.5 * (action + 1.0) * (high - low)
 
 
-def _as_key(rng: jax.Array) -> jax.Array:
+def as_key(rng: jax.Array) -> jax.Array:
+    """A typed PRNG key from either a key or its raw data (what states and checkpoints carry)."""
     return rng if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(rng)
+
+
+def init_critic_ensembles(
+    cfg: CriticConfig, net: MultiHeadNetwork, key: jax.Array, obs_example: jnp.ndarray, act_dim: int
+) -> tuple[Params, Params]:
+    """Clipped double Q's two critic ensembles from different keys (leading axis E) and their
+    frozen copies under the critic's rules: the critic half of every continuous learner's state."""
+    action_example = jnp.zeros((obs_example.shape[0], act_dim), jnp.float32)
+    critic_params = jax.vmap(net.init, in_axes=(0, None, None))(
+        jax.random.split(key, NUM_ENSEMBLES), obs_example, action_example
+    )
+    return critic_params, jax.vmap(lambda p: init_frozen(cfg, net, p))(critic_params)
 
 
 def init_continuous_state(
@@ -93,12 +106,8 @@ def init_continuous_state(
     obs_example: jnp.ndarray,
 ) -> ContinuousState:
     """Two critic ensembles from different keys, their frozen copies, the actor and alpha = 1."""
-    key_critic, key_actor, carry = jax.random.split(_as_key(rng), 3)
-    action_example = jnp.zeros((obs_example.shape[0], actor.act_dim), jnp.float32)
-    critic_params = jax.vmap(net.init, in_axes=(0, None, None))(
-        jax.random.split(key_critic, NUM_ENSEMBLES), obs_example, action_example
-    )
-    frozen = jax.vmap(lambda p: init_frozen(cfg, net, p))(critic_params)
+    key_critic, key_actor, carry = jax.random.split(as_key(rng), 3)
+    critic_params, frozen = init_critic_ensembles(cfg, net, key_critic, obs_example, actor.act_dim)
     actor_params = actor.init(key_actor, obs_example)
     log_alpha = jnp.zeros((), jnp.float32)
     return ContinuousState(

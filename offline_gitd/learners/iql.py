@@ -48,13 +48,13 @@ import numpy as np
 import optax
 
 from offline_gitd.batch import Batch
-from offline_gitd.critics import CriticConfig, critic_optimizer, init_frozen, loss_from_inputs, maintain, make_network
+from offline_gitd.critics import CriticConfig, critic_optimizer, loss_from_inputs, maintain, make_network
 from offline_gitd.critics.continuous_inputs import ensemble_q_values
 from offline_gitd.critics.inputs import CriticInputs
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
-from offline_gitd.learners.continuous import NUM_ENSEMBLES, ActionBox
+from offline_gitd.learners.continuous import ActionBox, as_key, init_critic_ensembles
 from offline_gitd.networks import MultiHeadNetwork, Params
 from offline_gitd.networks.torsos import scale_observation
 
@@ -168,17 +168,13 @@ def init_iql_state(
     obs_example: jnp.ndarray,
 ) -> IQLState:
     """Two critic ensembles from different keys, their frozen copies, V and the actor."""
-    key = rng if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(rng)
-    key_critic, key_value, key_actor = jax.random.split(key, 3)
-    action_example = jnp.zeros((obs_example.shape[0], actor.act_dim), jnp.float32)
-    critic_params = jax.vmap(net.init, in_axes=(0, None, None))(
-        jax.random.split(key_critic, NUM_ENSEMBLES), obs_example, action_example
-    )
+    key_critic, key_value, key_actor = jax.random.split(as_key(rng), 3)
+    critic_params, frozen = init_critic_ensembles(cfg, net, key_critic, obs_example, actor.act_dim)
     value_params = value.init(key_value, obs_example)
     actor_params = actor.init(key_actor, obs_example)
     return IQLState(
         critic_params=critic_params,
-        frozen=jax.vmap(lambda p: init_frozen(cfg, net, p))(critic_params),
+        frozen=frozen,
         critic_opt_state=optimizers.critic.init(critic_params),
         value_params=value_params,
         value_opt_state=optimizers.value.init(value_params),

@@ -47,12 +47,12 @@ import numpy as np
 import optax
 
 from offline_gitd.batch import Batch
-from offline_gitd.critics import CriticConfig, critic_optimizer, init_frozen, loss_from_inputs, maintain, make_network
+from offline_gitd.critics import CriticConfig, critic_optimizer, loss_from_inputs, maintain, make_network
 from offline_gitd.critics.continuous_inputs import continuous_inputs, ensemble_q_values
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
-from offline_gitd.learners.continuous import NUM_ENSEMBLES, ActionBox
+from offline_gitd.learners.continuous import ActionBox, as_key, init_critic_ensembles
 from offline_gitd.networks import MultiHeadNetwork, Params
 
 
@@ -130,10 +130,6 @@ def polyak(tau: float, online: Params, target: Params) -> Params:
     return jax.tree.map(lambda new, old: tau * new + (1.0 - tau) * old, online, target)
 
 
-def _as_key(rng: jax.Array) -> jax.Array:
-    return rng if jnp.issubdtype(rng.dtype, jax.dtypes.prng_key) else jax.random.wrap_key_data(rng)
-
-
 def init_td3bc_state(
     cfg: CriticConfig,
     net: MultiHeadNetwork,
@@ -143,15 +139,12 @@ def init_td3bc_state(
     obs_example: jnp.ndarray,
 ) -> TD3BCState:
     """Two critic ensembles from different keys, their frozen copies, the actor and its target copy."""
-    key_critic, key_actor, carry = jax.random.split(_as_key(rng), 3)
-    action_example = jnp.zeros((obs_example.shape[0], actor.act_dim), jnp.float32)
-    critic_params = jax.vmap(net.init, in_axes=(0, None, None))(
-        jax.random.split(key_critic, NUM_ENSEMBLES), obs_example, action_example
-    )
+    key_critic, key_actor, carry = jax.random.split(as_key(rng), 3)
+    critic_params, frozen = init_critic_ensembles(cfg, net, key_critic, obs_example, actor.act_dim)
     actor_params = actor.init(key_actor, obs_example)
     return TD3BCState(
         critic_params=critic_params,
-        frozen=jax.vmap(lambda p: init_frozen(cfg, net, p))(critic_params),
+        frozen=frozen,
         critic_opt_state=optimizers.critic.init(critic_params),
         actor_params=actor_params,
         actor_target=actor_params,

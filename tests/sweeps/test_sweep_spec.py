@@ -22,7 +22,7 @@ SHIPPED = {
     "atari_offline": 40,
     "atari_online": 40,
     "mujoco_online": 24,
-    "minatar_offline": 20,
+    "minatar_offline": 25,
     "offline_baselines": 5,
     "offline_baselines_cpu": 5,
 }
