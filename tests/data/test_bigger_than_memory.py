@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -49,7 +50,8 @@ def drop_from_page_cache(path: Path) -> None:
     """Write ``path`` to disk and drop its pages from the page cache.
 
     A page already cached when the limited process maps it stays charged to the cgroup that read
-    or wrote it first (this test's), so the limited run would read the store for free; dropped, every
+    or wrote it first (this test's, or an earlier limited run's, whose charges pass to this test's
+    when its cgroup is removed), so the limited run would read the store for free; dropped, every
     page it touches is read again and charged to it.
     """
     fd = os.open(path, os.O_RDONLY)
@@ -61,8 +63,9 @@ def drop_from_page_cache(path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def big_store(tmp_path_factory) -> tuple[Path, int]:
-    """(data root, bytes of frames): an RLU run of ``CHECKPOINTS`` shards, decoded into its cache."""
+def big_store(tmp_path_factory) -> Iterator[tuple[Path, int]]:
+    """(data root, bytes of frames): an RLU run of ``CHECKPOINTS`` shards, decoded into its cache;
+    removed afterwards (pytest keeps recent temporary folders, and this one is 3.3 GB)."""
     root = tmp_path_factory.mktemp("data")
     raw = rlu_raw_dir(root, "atari_episodes_ordered", "Pong")
     raw.mkdir(parents=True)
@@ -70,10 +73,12 @@ def big_store(tmp_path_factory) -> tuple[Path, int]:
     for checkpoint in range(CHECKPOINTS):
         write_rlu_episodes_shard(raw / rlu_shard_name(1, checkpoint, 50), episodes(rng, checkpoint))
     build_rlu_cache(root, "Pong", 1, range(CHECKPOINTS), jobs=2, progress=False)
-    frame_files = [rlu_cache_dir(root, "Pong", 1, c) / "frames.npy" for c in range(CHECKPOINTS)]
-    for path in frame_files:
-        drop_from_page_cache(path)
-    return root, sum(path.stat().st_size for path in frame_files)
+    yield root, sum(path.stat().st_size for path in frame_files(root))
+    shutil.rmtree(root)
+
+
+def frame_files(root: Path) -> list[Path]:
+    return [rlu_cache_dir(root, "Pong", 1, c) / "frames.npy" for c in range(CHECKPOINTS)]
 
 
 def train_under_limit(root: Path, out: Path, frames: str) -> tuple[LimitedRun, str]:
@@ -84,6 +89,8 @@ def train_under_limit(root: Path, out: Path, frames: str) -> tuple[LimitedRun, s
         "--eval-episodes", "0", "--frames", frames, "--out", str(out), "--no-progress",
     ]  # fmt: skip
     log = out.parent / f"{out.name}.log"
+    for path in frame_files(root):
+        drop_from_page_cache(path)
     with log.open("w") as stderr:
         run = run_with_memory_limit(command, LIMIT, stdout=stderr, stderr=subprocess.STDOUT)
     print(f"\n--frames {frames}: {run.summary()}")
