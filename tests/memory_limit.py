@@ -241,9 +241,10 @@ def _run_systemd(command: list[str], limit_bytes: int, popen: dict) -> LimitedRu
     """A transient systemd scope with the limit; a shell in it records the scope's peak and events."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "scope"
+        # OOMPolicy: the default stops the whole scope on an OOM kill, the reporting shell with it
         argv = [
             "systemd-run", "--user", "--scope", "--quiet", "--collect", f"-pMemoryMax={limit_bytes}",
-            "-pMemorySwapMax=0", "/bin/sh", "-c", _RUN_AND_REPORT, str(out), *command,
+            "-pMemorySwapMax=0", "-pOOMPolicy=continue", "/bin/sh", "-c", _RUN_AND_REPORT, str(out), *command,
         ]  # fmt: skip
         ended = _run_and_wait(argv, popen)
         peak_file, events_file = out.with_suffix(".peak"), out.with_suffix(".events")
