@@ -11,7 +11,9 @@ For frame data the feed therefore moves as little as it can and overlaps the res
   are gathered once per chunk into a pool (:func:`~offline_gitd.data.replay.gather_frame_pool`),
   not the ``2 stack`` frames of an obs/next_obs pair, by parallel tasks, into aligned buffers
   reused from chunk to chunk (:mod:`~offline_gitd.offline.host_pools`): no page faults, and no
-  copy on the CPU backend, which adopts them.
+  copy on the CPU backend, which adopts them. A memory-mapped store is advised as read at random
+  (:func:`~offline_gitd.data.random_access.advise_random_access`), so that a page fault reads the
+  pages a sample touches, not the disk's read-ahead window around them.
 * Either way the next chunk is prepared on a background thread (:func:`prefetch`) while the
   device runs the current one, and small chunks are prepared in blocks of at least 64 updates
   (:meth:`ChunkFeed.block`), so that a draw's, a gather's and a transfer's fixed costs do not
@@ -37,6 +39,7 @@ import numpy as np
 
 from offline_gitd.batch import Batch, FrameRefs
 from offline_gitd.choices import FRAME_PLACEMENTS
+from offline_gitd.data.random_access import advise_random_access
 from offline_gitd.data.replay import Replay, SegmentedRows, gather_frame_pool
 from offline_gitd.learners.drivers import FrameChunk, make_chunk_runner, make_frame_chunk_runner
 from offline_gitd.offline.host_pools import PoolRing
@@ -160,6 +163,8 @@ class ChunkFeed:
             self.placement = choose_frames(frames, int(np.prod(obs.shape)) * obs.dtype.itemsize)
             if self.placement == "device":
                 self._pool = resident_frames(obs)
+            else:  # sampled rows: a page fault must not read the disk's whole read-ahead window
+                advise_random_access(obs)
 
     def runner(self, step: Callable) -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
         """The chunk runner matching what :meth:`chunks` yields.
