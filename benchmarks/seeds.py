@@ -8,10 +8,10 @@ Run by hand (speed is never asserted by a test):
 For each torso (Nature CNN, batch 32, uint8 84x84x4; a MinAtar-sized CNN, batch 32, uint8
 10x10x4, one 3x3 conv with 16 channels then FC 128; the 256x256 MLP, batch 256) and each critic (td
 and gitd with K = 5, CQL), it times one seed and N seeds in one program with each seed strategy
-(``vmap``; ``unroll``: the step written once per seed, offline_gitd/learners/drivers.py), for a
+(``vmap``; ``per-seed``: each seed's own step, offline_gitd/learners/drivers.py), for a
 convolutional torso with each convolution (XLA's own, ``flax.linen.Conv``; patches times a matrix,
 offline_gitd/networks/conv.py) where it matters: one seed with either, N vmapped seeds with
-patches, N unrolled seeds with XLA's. It prints ms per step (median and best wall time, median
+patches, N per-seed steps with XLA's. It prints ms per step (median and best wall time, median
 process CPU time, which other processes' load inflates far less), N seeds over the faster single
 seed, and N single-seed steps in a row; then gitd / td in time and in FLOPs (XLA's cost analysis
 of the compiled step), and one seed's GFLOP/s against an f32 ``jnp.dot`` peak timed in the same
@@ -93,9 +93,9 @@ CONV_PROGRAMS = (
     ("1 seed, XLA conv", 1, "vmap", "xla"),
     ("1 seed, patches", 1, "vmap", "patches"),
     ("N vmap, patches", None, "vmap", "patches"),
-    ("N unroll, XLA conv", None, "unroll", "xla"),
+    ("N per-seed, XLA conv", None, "per-seed", "xla"),
 )
-MLP_PROGRAMS = (("1 seed", 1, "vmap", "xla"), ("N vmap", None, "vmap", "xla"), ("N unroll", None, "unroll", "xla"))
+MLP_PROGRAMS = (("1 seed", 1, "vmap", "xla"), ("N vmap", None, "vmap", "xla"), ("N per-seed", None, "per-seed", "xla"))
 CONVS = {"xla": nn.Conv, "patches": Conv}
 
 

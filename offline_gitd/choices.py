@@ -14,6 +14,6 @@ TORSOS = ("nature", "impala", "impala-gap", "minatar", "mlp")
 # faster of the two for the torso and backend.
 DRIVERS = ("auto", "scan", "loop")
 # How the seeds of a run share one compiled program (offline_gitd.learners.drivers.choose_seed_strategy).
-SEED_STRATEGIES = ("auto", "vmap", "unroll")
+SEED_STRATEGIES = ("auto", "vmap", "per-seed")
 # Where the offline loop gathers Atari frames for a batch.
 FRAME_PLACEMENTS = ("auto", "device", "host")

@@ -15,11 +15,13 @@ docs/benchmarks.md#seeds-in-one-program):
 
 * ``vmap``: the step vectorised over the seed axis; per-seed weights turn every product into a
   batched one. The choice on accelerators, where a batched product fills the device better.
-* ``unroll``: the step written out once per seed inside the same compiled program. Each seed's
-  products are exactly one seed's, at one seed's efficiency (on the CPU, one seed's products
-  already run near the matrix-product peak, and vmapped convolutions become grouped
-  convolutions XLA's CPU backend runs far slower); the program still makes one call per update
-  for all seeds. The choice on the CPU.
+* ``per-seed``: each seed's own single-seed step, at one seed's efficiency. ``loop`` calls the
+  one compiled single-seed step once per seed and update; ``scan`` writes the step out once per
+  seed inside the scanned program. The choice for the Nature and IMPALA torsos on the CPU, where
+  one seed's products already run at a good fraction of the matrix-product peak and vmapped
+  per-seed weights turn convolutions into grouped convolutions (or, as patches, batched products)
+  that XLA's CPU backend runs slower than the seeds one after another. The seeds still share one
+  compile, one data pipeline and one evaluation loop.
 
 Frame data can instead arrive as a :class:`FrameChunk`: a pool of frames plus
 :class:`~offline_gitd.batch.FrameRefs` into it, from which the compiled step builds its frame
@@ -65,18 +67,18 @@ def choose_driver(requested: str, torso: str, backend: str | None = None) -> str
     return "loop" if backend == "cpu" and torso != "mlp" else "scan"
 
 
-# torsos whose convolutions dominate the step: on the CPU their seeds unroll, with XLA's convolution
+# torsos whose convolutions dominate the step: on the CPU each seed runs its own step, with XLA's convolution
 CONV_HEAVY_TORSOS = ("nature", "impala", "impala-gap")
 
 
 def choose_seed_strategy(requested: str, torso: str | None, backend: str | None = None) -> str:
-    """``auto`` -> ``unroll`` for the large convolutional torsos on the CPU, ``vmap`` everywhere else
+    """``auto`` -> ``per-seed`` for the large convolutional torsos on the CPU, ``vmap`` everywhere else
     (measured side by side: docs/benchmarks.md#seeds-in-one-program)."""
     if requested not in SEED_STRATEGIES:
         raise ValueError(f"unknown seed strategy {requested!r}; choose one of {', '.join(SEED_STRATEGIES)}")
     if requested != "auto":
         return requested
-    return "unroll" if (backend or jax.default_backend()) == "cpu" and torso in CONV_HEAVY_TORSOS else "vmap"
+    return "per-seed" if (backend or jax.default_backend()) == "cpu" and torso in CONV_HEAVY_TORSOS else "vmap"
 
 
 def split_seeds(tree: Any) -> tuple[Any, ...]:
@@ -97,7 +99,7 @@ class SeedMap(NamedTuple):
     split: the runner's state (leading seed axis) -> ``states`` as ``step`` carries them.
     join: the inverse of ``split``.
 
-    ``vmap`` carries the stacked state. ``unroll`` carries a tuple of per-seed states, split once
+    ``vmap`` carries the stacked state. ``per-seed`` carries a tuple of per-seed states, split once
     per chunk: were each update to slice its seed out of the stacked state and stack the results
     back, every update would copy the whole state (for the Nature CNN, ~27 MB per seed with the
     target network and Adam's moments), which cost more than the seeds' shared program saved.
@@ -123,9 +125,9 @@ def over_seeds(fn: Callable, strategy: str, in_axes: tuple[int | None, ...] = (0
         outs = [fn(state, *seed_args) for state, *seed_args in zip(states, *per_seed, strict=True)]
         return tuple(out[0] for out in outs), join_seeds(tuple(out[1] for out in outs))
 
-    if strategy == "unroll":
+    if strategy == "per-seed":
         return SeedMap(unrolled, split_seeds, join_seeds)
-    raise ValueError(f"unknown seed strategy {strategy!r}; choose vmap or unroll")
+    raise ValueError(f"unknown seed strategy {strategy!r}; choose vmap or per-seed")
 
 
 def make_chunk_runner(step: Step, driver: str, seeds: str = "vmap") -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
@@ -142,17 +144,30 @@ def make_chunk_runner(step: Step, driver: str, seeds: str = "vmap") -> Callable[
             return seeded.join(states), metrics
 
         return jax.jit(scanned, donate_argnums=0)
+    if driver == "loop" and seeds == "per-seed":
+        # the single-seed program once per seed: the same seeds written out in one program ran
+        # about 1.15x slower on the CPU (docs/benchmarks.md#seeds-in-one-program)
+        one_seed, split, join = jax.jit(step, donate_argnums=0), jax.jit(split_seeds), jax.jit(join_seeds)
+
+        def run_per_seed(state: Any, batches: Iterable[Any]) -> tuple[Any, dict[str, Any]]:
+            metrics = []
+            states = split(state)
+            for batch in batches:
+                outs = [one_seed(s, b) for s, b in zip(states, split(batch), strict=True)]
+                states = tuple(out[0] for out in outs)
+                metrics.append(join(tuple(out[1] for out in outs)))
+            return join(states), jax.tree.map(lambda *xs: jnp.stack(xs), *metrics)
+
+        return run_per_seed
     if driver == "loop":
         jitted = jax.jit(seeded.step, donate_argnums=0)
-        split, join = jax.jit(seeded.split), jax.jit(seeded.join)
 
         def run(state: Any, batches: Iterable[Any]) -> tuple[Any, dict[str, Any]]:
             metrics = []
-            state = split(state)
             for batch in batches:
                 state, aux = jitted(state, batch)
                 metrics.append(aux)
-            return join(state), jax.tree.map(lambda *xs: jnp.stack(xs), *metrics)
+            return state, jax.tree.map(lambda *xs: jnp.stack(xs), *metrics)
 
         return run
     raise ValueError(f"unknown driver {driver!r}; choose one of {', '.join(DRIVERS)}")

@@ -1,4 +1,4 @@
-"""Seeds unrolled in one program give the updates of seeds vmapped (docs/benchmarks.md#seeds-in-one-program).
+"""Seeds run per seed give the updates of seeds vmapped (docs/benchmarks.md#seeds-in-one-program).
 
 The same states and batches go through a chunk of two updates with each seed strategy, for every
 critic, discrete and continuous, under both drivers and with frame references into a shared pool
@@ -84,20 +84,20 @@ def assert_trees_close(a, b) -> None:
 
 
 @pytest.mark.parametrize(("kind", "action_space"), STEP_CASES)
-def test_unrolled_seeds_match_vmapped_seeds(kind: str, action_space: str) -> None:
+def test_per_seed_steps_match_vmapped_seeds(kind: str, action_space: str) -> None:
     fam, chunk = family(kind, action_space), batches(action_space)
     vmapped = run(fam, "scan", "vmap", chunk)
-    unrolled = run(fam, "scan", "unroll", chunk)
-    assert_trees_close(unrolled, vmapped)
+    per_seed = run(fam, "scan", "per-seed", chunk)
+    assert_trees_close(per_seed, vmapped)
     # the seeds really differ, so a strategy that mixed them up could not pass
     first_leaf = np.asarray(jax.tree.leaves(vmapped[0])[0])
     assert not np.allclose(first_leaf[0], first_leaf[1])
 
 
 @pytest.mark.parametrize("kind", ["td", "gitd"])
-def test_loop_driver_unrolled_matches_scan_vmapped_and_each_seed_alone(kind: str) -> None:
+def test_loop_driver_per_seed_matches_scan_vmapped_and_each_seed_alone(kind: str) -> None:
     fam, chunk = family(kind, "discrete"), batches("discrete", seed=1)
-    state, metrics = run(fam, "loop", "unroll", chunk)
+    state, metrics = run(fam, "loop", "per-seed", chunk)
     assert_trees_close((state, metrics), run(fam, "scan", "vmap", chunk))
     step = jax.jit(fam.step)
     for seed in range(SEEDS):
@@ -137,18 +137,18 @@ def test_frame_chunks_agree_across_strategies(driver: str, shared_pool: bool) ->
     )
     results = [
         make_frame_chunk_runner(fam.step, driver, stack, shared_pool, strategy)(initial_states(fam), chunk)
-        for strategy in ("vmap", "unroll")
+        for strategy in ("vmap", "per-seed")
     ]
     assert_trees_close(*results)
 
 
 def test_strategy_is_chosen_per_backend_and_torso_and_checked() -> None:
-    assert choose_seed_strategy("auto", "nature", "cpu") == "unroll"
-    assert choose_seed_strategy("auto", "impala-gap", "cpu") == "unroll"
+    assert choose_seed_strategy("auto", "nature", "cpu") == "per-seed"
+    assert choose_seed_strategy("auto", "impala-gap", "cpu") == "per-seed"
     assert [choose_seed_strategy("auto", torso, "cpu") for torso in ("minatar", "mlp", None)] == ["vmap"] * 3
     assert choose_seed_strategy("auto", "nature", "gpu") == "vmap"
     assert choose_seed_strategy("vmap", "nature", "cpu") == "vmap"
     with pytest.raises(ValueError, match="seed strategy"):
         choose_seed_strategy("map", "nature")
     with pytest.raises(ValueError, match="disagree"):
-        over_seeds(lambda state, batch: (state, batch), "unroll").step((jnp.zeros(()),) * 2, jnp.zeros((3, 1)))
+        over_seeds(lambda state, batch: (state, batch), "per-seed").step((jnp.zeros(()),) * 2, jnp.zeros((3, 1)))
