@@ -57,7 +57,7 @@ class MinAtarCNN(nn.Module):
 
 # label -> (setup as train_step's SETUPS tuples, torso module replacing the named one, updates per call)
 TORSOS = {
-    "nature": (("nature", (84, 84, 4), np.uint8, 32, (256, 256)), None, 4),
+    "nature": (("nature", (84, 84, 4), np.uint8, 32, (256, 256)), None, 16),
     "minatar": (("minatar", (10, 10, 4), np.uint8, 32, (256, 256)), MinAtarCNN(), 50),
     "mlp": (("mlp", (8,), np.float32, 256, (256, 256)), None, 50),
 }

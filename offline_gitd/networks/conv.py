@@ -19,8 +19,8 @@ backend, when the step is traced: patches on the CPU, where they were measured
 (docs/benchmarks.md#seeds-in-one-program); XLA's own convolution elsewhere, where the GPU's
 convolution kernels take per-seed weights as feature groups and patches were not measured.
 
-Only the MinAtar torso uses it: its seeds stay vmapped on the CPU, where patches beat unrolled
-seeds. The Nature and IMPALA torsos unroll their seeds on the CPU instead
+Only the MinAtar torso uses it: its seeds stay vmapped on the CPU, where patches beat running
+each seed's own step. The Nature and IMPALA torsos run each seed's own step on the CPU instead
 (:func:`~offline_gitd.learners.drivers.choose_seed_strategy`), where XLA's own convolution is the
 faster one for a single seed.
 """

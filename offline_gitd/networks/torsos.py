@@ -1,8 +1,8 @@
 """Feature extractors ("torsos") shared by all critics (docs/critics.md#networks).
 
 Every torso maps observations to a flat feature vector. The Nature and IMPALA convolutions are XLA's own
-(``flax.linen.Conv``): on the CPU their seeds run unrolled in one program, each seed's convolution at one seed's
-speed, and on accelerators vmapped (docs/benchmarks.md#seeds-in-one-program). Observations arrive as uint8 frames when
+(``flax.linen.Conv``): on the CPU each seed of a run takes its own single-seed step (each convolution at one seed's
+speed); on accelerators the step is vmapped over seeds (docs/benchmarks.md#seeds-in-one-program). Observations arrive as uint8 frames when
 they come from Atari (the cheapest thing to move from host to device) and are scaled to [0, 1]
 here, inside the network, so no caller ever has to remember to do it.
 """
