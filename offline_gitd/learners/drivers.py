@@ -1,4 +1,4 @@
-"""Drivers: how many vmapped-over-seeds updates run per call into compiled code (docs/architecture.md#a-run-is-a-function-of-its-config).
+"""Drivers: how many updates of every seed run per call into compiled code (docs/architecture.md#a-run-is-a-function-of-its-config).
 
 * ``scan``: a ``lax.scan`` over M pre-sampled batches per call. Fastest where the loop body
   compiles well (GPU; MLP torsos on CPU): one dispatch for M updates.
@@ -10,7 +10,7 @@
 Both take states and batches with a leading seed axis and return the new state and the chunk's
 metrics stacked over steps ([M, seeds, ...]), read by the host once per chunk.
 
-How the seeds share one program is chosen once per backend (:func:`choose_seed_strategy`,
+How the seeds share the work is chosen once per backend and torso (:func:`choose_seed_strategy`,
 docs/benchmarks.md#seeds-in-one-program):
 
 * ``vmap``: the step vectorised over the seed axis; per-seed weights turn every product into a
