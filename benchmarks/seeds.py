@@ -7,22 +7,29 @@ Run by hand (speed is never asserted by a test):
 
 For each torso (Nature CNN, batch 32, uint8 84x84x4; a MinAtar-sized CNN, batch 32, uint8
 10x10x4, one 3x3 conv with 16 channels then FC 128; the 256x256 MLP, batch 256) and each critic (td
-and gitd with K = 5, CQL), it prints ms per gradient step for 1 seed and for N seeds vmapped in one
-program, the ratio, and N sequential single-seed steps (N times the one-seed figure) for comparison;
-then gitd / td in time and in FLOPs (XLA's cost analysis of the compiled step). The four programs
-of a torso are timed side by side, in interleaved rounds, and each figure is the median (and the
-best) over the rounds, so load from other processes falls on all of them alike.
+and gitd with K = 5, CQL), it times one seed and N seeds in one program with each seed strategy
+(``vmap``; ``per-seed``: each seed's own step, offline_gitd/learners/drivers.py), for a
+convolutional torso with each convolution (XLA's own, ``flax.linen.Conv``; patches times a matrix,
+offline_gitd/networks/conv.py) where it matters: one seed with either, N vmapped seeds with
+patches, N per-seed steps with XLA's. It prints ms per step (median and best wall time, median
+process CPU time, which other processes' load inflates far less), N seeds over the faster single
+seed, and N single-seed steps in a row; then gitd / td in time and in FLOPs (XLA's cost analysis
+of the compiled step), and one seed's GFLOP/s against an f32 ``jnp.dot`` peak timed in the same
+rounds. The programs of a torso are timed side by side in interleaved rounds, so load from other
+processes falls on all of them alike.
 
 Targets on CPU: N seeds <= 4x one seed (parity, N x, where one seed already runs at the matrix
 product peak) and never slower than N in a row; gitd / td at most its FLOP ratio.
-``--flax-conv`` times the torsos with ``flax.linen.Conv``, the convolution before patches.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import flax.linen as nn
@@ -30,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from offline_gitd.learners.drivers import choose_driver
+from offline_gitd.learners.drivers import choose_driver, choose_seed_strategy
 from offline_gitd.networks import torsos
 from offline_gitd.networks.conv import Conv
 from offline_gitd.networks.torsos import scale_observation
@@ -50,7 +57,7 @@ class MinAtarCNN(nn.Module):
 
 # label -> (setup as train_step's SETUPS tuples, torso module replacing the named one, updates per call)
 TORSOS = {
-    "nature": (("nature", (84, 84, 4), np.uint8, 32, (256, 256)), None, 4),
+    "nature": (("nature", (84, 84, 4), np.uint8, 32, (256, 256)), None, 16),
     "minatar": (("minatar", (10, 10, 4), np.uint8, 32, (256, 256)), MinAtarCNN(), 50),
     "mlp": (("mlp", (8,), np.float32, 256, (256, 256)), None, 50),
 }
@@ -65,45 +72,101 @@ def step_flops(family, setup: tuple) -> float:
     return float((cost[0] if isinstance(cost, list) else cost)["flops"])
 
 
+def matmul_timer(size: int = 1024) -> tuple[Callable[[], float], float]:
+    """A timer of one f32 ``jnp.dot`` of two size x size matrices (ms) and its FLOPs: the peak to compare with."""
+    a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
+    dot = jax.jit(jnp.dot)
+    dot(a, a).block_until_ready()
+
+    def run() -> float:
+        started = time.perf_counter()
+        for _ in range(4):
+            dot(a, a).block_until_ready()
+        return (time.perf_counter() - started) / 4 * 1000
+
+    return run, 2.0 * size**3
+
+
+# (label, seeds, strategy, conv): the programs timed side by side for a convolutional torso; an
+# MLP has no convolution, so its programs differ only in the seeds and the strategy
+CONV_PROGRAMS = (
+    ("1 seed, XLA conv", 1, "vmap", "xla"),
+    ("1 seed, patches", 1, "vmap", "patches"),
+    ("N vmap, patches", None, "vmap", "patches"),
+    ("N per-seed, XLA conv", None, "per-seed", "xla"),
+)
+MLP_PROGRAMS = (("1 seed", 1, "vmap", "xla"), ("N vmap", None, "vmap", "xla"), ("N per-seed", None, "per-seed", "xla"))
+CONVS = {"xla": nn.Conv, "patches": Conv}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=5, help="N, the seeds in one program")
     parser.add_argument("--torsos", default=",".join(TORSOS))
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds per torso")
-    parser.add_argument("--flax-conv", action="store_true", help="time flax.linen.Conv instead of the package's Conv")
     args = parser.parse_args()
-    torsos.Conv = nn.Conv if args.flax_conv else Conv
     n = args.seeds
-    print(f"backend: {jax.default_backend()}, devices: {jax.devices()}, conv: {torsos.Conv.__module__}.Conv")
-    print("ms per gradient step (CQL, K = 5 for gitd), median (best) of interleaved rounds")
-    header = (
-        f"{'torso':8s}{'critic':7s}{'driver':7s}{'1 seed':>16s}{f'{n} seeds':>18s}{'ratio':>7s}{f'{n} in a row':>12s}"
+    print(f"backend: {jax.default_backend()}, devices: {jax.devices()}, cores: {os.cpu_count()}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        "ms per gradient step (CQL, K = 5 for gitd): median (best) wall time of interleaved rounds, [median CPU time]"
     )
-    print(header)
-    summary = []
+    peak_timer, peak_flops = matmul_timer()
+    peak_times: list[float] = []
+    summary, rates = [], []
     for label in args.torsos.split(","):
         setup, module, chunk = TORSOS[label]
-        driver = choose_driver("auto", "mlp" if label == "mlp" else label)
-        families = {kind: make_family(kind, setup, module) for kind in KINDS}
-        timers = {(kind, s): chunk_timer(families[kind], setup, driver, s, chunk) for kind in KINDS for s in (1, n)}
+        torso = "mlp" if label == "mlp" else label
+        driver = choose_driver("auto", torso)
+        auto = choose_seed_strategy("auto", torso)
+        programs = [
+            (name.replace("N ", f"{n} "), seeds or n, strategy, conv)
+            for name, seeds, strategy, conv in (MLP_PROGRAMS if label == "mlp" else CONV_PROGRAMS)
+        ]
+        families, timers, cpu = {}, {}, {}
+        for name, seeds, strategy, conv in programs:
+            torsos.Conv = CONVS[conv]  # read when the step is traced, which the timer does now
+            for kind in KINDS:
+                families[(kind, conv)] = make_family(kind, setup, module)
+                cpu[(kind, name)] = []
+                timers[(kind, name)] = chunk_timer(
+                    families[(kind, conv)], setup, driver, seeds, chunk, strategy, cpu[(kind, name)]
+                )
         times = {key: [] for key in timers}
         for _ in range(args.rounds):
+            peak_times.append(peak_timer())
             for key, run_chunk in timers.items():
                 times[key].append(run_chunk())
         med = {key: statistics.median(v) for key, v in times.items()}
+        print(f"\n{label} (driver {driver}; the package's seed strategy here: {auto})")
+        print(f"{'critic':8s}{'program':22s}{'ms/step':>18s}{'CPU ms':>9s}{'x 1 seed':>10s}")
         for kind in KINDS:
-            one, many = (kind, 1), (kind, n)
-            print(
-                f"{label:8s}{kind:7s}{driver:7s}{med[one]:9.2f} ({min(times[one]):5.2f})"
-                f"{med[many]:10.2f} ({min(times[many]):6.2f}){med[many] / med[one]:7.2f}{n * med[one]:12.2f}"
-            )
-        flops = {kind: step_flops(families[kind], setup) for kind in KINDS}
-        summary.append(
-            (label, med[("gitd", 1)] / med[("td", 1)], med[("gitd", n)] / med[("td", n)], flops["gitd"] / flops["td"])
-        )
+            one = min((med[(kind, name)], name) for name, seeds, _, _ in programs if seeds == 1)[1]
+            for name, seeds, _, _ in programs:
+                key = (kind, name)
+                ratio = (
+                    f"{med[key] / med[(kind, one)]:10.2f}" if seeds == n else f"{'(best)' if name == one else '':>10s}"
+                )
+                print(
+                    f"{kind:8s}{name:22s}{med[key]:9.2f} ({min(times[key]):6.2f})"
+                    f"{statistics.median(cpu[key]):9.2f}{ratio}"
+                )
+            print(f"{kind:8s}{f'{n} in a row':22s}{n * med[(kind, one)]:9.2f}")
+        flops = {kind: step_flops(families[(kind, "xla")], setup) for kind in KINDS}
+        fast = {kind: min(med[(kind, name)] for name, seeds, _, _ in programs if seeds == n) for kind in KINDS}
+        single = {kind: min(med[(kind, name)] for name, seeds, _, _ in programs if seeds == 1) for kind in KINDS}
+        best = {kind: min(min(times[(kind, name)]) for name, seeds, _, _ in programs if seeds == 1) for kind in KINDS}
+        summary.append((label, single["gitd"] / single["td"], fast["gitd"] / fast["td"], flops["gitd"] / flops["td"]))
+        rates += [(label, kind, flops[kind] / best[kind] / 1e6) for kind in KINDS]
+    peak = peak_flops / min(peak_times) / 1e6
     print(f"\ngitd / td{'':3s}{'time, 1 seed':>14s}{f'time, {n} seeds':>16s}{'FLOPs':>8s}")
     for label, one, many, flop_ratio in summary:
         print(f"{label:12s}{one:14.2f}{many:16.2f}{flop_ratio:8.2f}")
+    print(f"\nmatmul peak (f32 1024x1024 jnp.dot, best of the rounds): {peak:.1f} GFLOP/s")
+    print("one seed's step (XLA cost analysis FLOPs / best time, the least disturbed by other load):")
+    for label, kind, rate in rates:
+        print(f"{label:12s}{kind:6s}{rate:8.1f} GFLOP/s = {rate / peak:5.0%} of the peak")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

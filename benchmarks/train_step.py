@@ -86,11 +86,20 @@ def make_family(kind: str, setup: str | tuple, torso_module: nn.Module | None = 
     return family
 
 
-def chunk_timer(family, setup: str | tuple, driver: str, seeds: int, chunk: int) -> Callable[[], float]:
-    """A function that runs one chunk of ``chunk`` updates of ``seeds`` seeds in one program and
-    returns its wall time per update in ms; the chunk that compiles is run here, untimed."""
+def chunk_timer(
+    family,
+    setup: str | tuple,
+    driver: str,
+    seeds: int,
+    chunk: int,
+    strategy: str = "auto",
+    cpu_time: list | None = None,
+) -> Callable[[], float]:
+    """A function that runs one chunk of ``chunk`` updates of ``seeds`` seeds in one program (seed
+    strategy ``strategy``) and returns its wall time per update in ms, appending the process's CPU
+    time per update to ``cpu_time`` if given; the chunk that compiles is run here, untimed."""
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
-    run = make_chunk_runner(family.step, driver)
+    run = make_chunk_runner(family.step, driver, strategy)
     pool = random_batches(np.random.default_rng(0), setup, seeds, chunk)
     batches = (
         jax.device_put(jax.tree.map(lambda *xs: np.stack(xs), *pool)) if driver == "scan" else jax.device_put(pool)
@@ -98,12 +107,16 @@ def chunk_timer(family, setup: str | tuple, driver: str, seeds: int, chunk: int)
     box = [state]
 
     def run_chunk() -> float:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         box[0], aux = run(box[0], batches)
         jax.block_until_ready((box[0], aux))
+        if cpu_time is not None:
+            cpu_time.append((time.process_time() - cpu_started) / chunk * 1000)
         return (time.perf_counter() - started) / chunk * 1000
 
     run_chunk()
+    if cpu_time is not None:
+        cpu_time.clear()
     return run_chunk
 
 

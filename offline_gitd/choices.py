@@ -13,6 +13,8 @@ TORSOS = ("nature", "impala", "impala-gap", "minatar", "mlp")
 # How updates reach compiled code: a lax.scan over a chunk, a loop over the jitted step, or the
 # faster of the two for the torso and backend.
 DRIVERS = ("auto", "scan", "loop")
+# How the seeds of a run share one compiled program (offline_gitd.learners.drivers.choose_seed_strategy).
+SEED_STRATEGIES = ("auto", "vmap", "per-seed")
 # Where the offline loop gathers Atari frames for a batch.
 FRAME_PLACEMENTS = ("auto", "device", "host")
 # Offline algorithms (docs/offline.md#baselines): CQL over any critic, behaviour cloning (no critic),

@@ -1,4 +1,4 @@
-"""Drivers: how many vmapped-over-seeds updates run per call into compiled code (docs/architecture.md#a-run-is-a-function-of-its-config).
+"""Drivers: how many updates of every seed run per call into compiled code (docs/architecture.md#a-run-is-a-function-of-its-config).
 
 * ``scan``: a ``lax.scan`` over M pre-sampled batches per call. Fastest where the loop body
   compiles well (GPU; MLP torsos on CPU): one dispatch for M updates.
@@ -9,6 +9,19 @@
 
 Both take states and batches with a leading seed axis and return the new state and the chunk's
 metrics stacked over steps ([M, seeds, ...]), read by the host once per chunk.
+
+How the seeds share the work is chosen once per backend and torso (:func:`choose_seed_strategy`,
+docs/benchmarks.md#seeds-in-one-program):
+
+* ``vmap``: the step vectorised over the seed axis; per-seed weights turn every product into a
+  batched one. The choice on accelerators, where a batched product fills the device better.
+* ``per-seed``: each seed's own single-seed step, at one seed's efficiency. ``loop`` calls the
+  one compiled single-seed step once per seed and update; ``scan`` writes the step out once per
+  seed inside the scanned program. The choice for the Nature and IMPALA torsos on the CPU, where
+  one seed's products already run at a good fraction of the matrix-product peak and vmapped
+  per-seed weights turn convolutions into grouped convolutions (or, as patches, batched products)
+  that XLA's CPU backend runs slower than the seeds one after another. The seeds still share one
+  compile, one data pipeline and one evaluation loop.
 
 Frame data can instead arrive as a :class:`FrameChunk`: a pool of frames plus
 :class:`~offline_gitd.batch.FrameRefs` into it, from which the compiled step builds its frame
@@ -25,7 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from offline_gitd.batch import FrameRefs, expand_frame_refs
-from offline_gitd.choices import DRIVERS
+from offline_gitd.choices import DRIVERS, SEED_STRATEGIES
 
 Step = Callable[[Any, Any], tuple[Any, dict[str, Any]]]
 
@@ -54,17 +67,100 @@ def choose_driver(requested: str, torso: str, backend: str | None = None) -> str
     return "loop" if backend == "cpu" and torso != "mlp" else "scan"
 
 
-def make_chunk_runner(step: Step, driver: str) -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
+# torsos whose convolutions dominate the step: on the CPU each seed runs its own step, with XLA's convolution
+CONV_HEAVY_TORSOS = ("nature", "impala", "impala-gap")
+
+
+def choose_seed_strategy(requested: str, torso: str | None, backend: str | None = None) -> str:
+    """``auto`` -> ``per-seed`` for the large convolutional torsos on the CPU, ``vmap`` everywhere else
+    (measured side by side: docs/benchmarks.md#seeds-in-one-program)."""
+    if requested not in SEED_STRATEGIES:
+        raise ValueError(f"unknown seed strategy {requested!r}; choose one of {', '.join(SEED_STRATEGIES)}")
+    if requested != "auto":
+        return requested
+    return "per-seed" if (backend or jax.default_backend()) == "cpu" and torso in CONV_HEAVY_TORSOS else "vmap"
+
+
+def split_seeds(tree: Any) -> tuple[Any, ...]:
+    """A pytree with a leading seed axis -> one pytree per seed."""
+    (n,) = {leaf.shape[0] for leaf in jax.tree.leaves(tree)}
+    return tuple(jax.tree.map(lambda x, i=i: x[i], tree) for i in range(n))
+
+
+def join_seeds(trees: tuple[Any, ...]) -> Any:
+    """One pytree per seed -> a pytree with a leading seed axis."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+class SeedMap(NamedTuple):
+    """A step mapped over seeds, with the state's layout inside the chunk.
+
+    step: ``(states, *args) -> (states, metrics)``, metrics with a leading seed axis.
+    split: the runner's state (leading seed axis) -> ``states`` as ``step`` carries them.
+    join: the inverse of ``split``.
+
+    ``vmap`` carries the stacked state. ``per-seed`` carries a tuple of per-seed states, split once
+    per chunk: were each update to slice its seed out of the stacked state and stack the results
+    back, every update would copy the whole state (for the Nature CNN, ~27 MB per seed with the
+    target network and Adam's moments), which cost more than the seeds' shared program saved.
+    """
+
+    step: Callable[..., tuple[Any, Any]]
+    split: Callable[[Any], Any]
+    join: Callable[[Any], Any]
+
+
+def over_seeds(fn: Callable, strategy: str, in_axes: tuple[int | None, ...] = (0, 0)) -> SeedMap:
+    """``fn(state, *args) -> (state, metrics)`` applied to every seed, as :class:`SeedMap`.
+
+    ``in_axes`` as for ``jax.vmap``, 0 or ``None`` (an argument shared by every seed); the state's is 0.
+    """
+    if strategy == "vmap":
+        return SeedMap(jax.vmap(fn, in_axes=in_axes), lambda state: state, lambda state: state)
+
+    def unrolled(states: tuple[Any, ...], *args: Any) -> tuple[tuple[Any, ...], Any]:
+        per_seed = [split_seeds(arg) if axis == 0 else (arg,) * len(states) for arg, axis in zip(args, in_axes[1:])]
+        if any(len(arg) != len(states) for arg in per_seed):
+            raise ValueError(f"arguments mapped over seeds disagree with the {len(states)} states on their number")
+        outs = [fn(state, *seed_args) for state, *seed_args in zip(states, *per_seed, strict=True)]
+        return tuple(out[0] for out in outs), join_seeds(tuple(out[1] for out in outs))
+
+    if strategy == "per-seed":
+        return SeedMap(unrolled, split_seeds, join_seeds)
+    raise ValueError(f"unknown seed strategy {strategy!r}; choose vmap or per-seed")
+
+
+def make_chunk_runner(step: Step, driver: str, seeds: str = "vmap") -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
     """A function ``(state, batches) -> (state, metrics)`` running ``len(batches)`` updates.
 
     ``batches`` is a pytree with leaves [M, seeds, ...] for ``scan`` and an iterable of pytrees
-    with leaves [seeds, ...] for ``loop``.
+    with leaves [seeds, ...] for ``loop``; ``seeds`` is the seed strategy (:func:`choose_seed_strategy`).
     """
-    seeded_step = jax.vmap(step)
+    seeded = over_seeds(step, seeds)
     if driver == "scan":
-        return jax.jit(lambda state, batches: jax.lax.scan(seeded_step, state, batches), donate_argnums=0)
+
+        def scanned(state: Any, batches: Any) -> tuple[Any, dict[str, Any]]:
+            states, metrics = jax.lax.scan(seeded.step, seeded.split(state), batches)
+            return seeded.join(states), metrics
+
+        return jax.jit(scanned, donate_argnums=0)
+    if driver == "loop" and seeds == "per-seed":
+        # the single-seed program once per seed: the same seeds written out in one program ran
+        # about 1.15x slower on the CPU (docs/benchmarks.md#seeds-in-one-program)
+        one_seed, split, join = jax.jit(step, donate_argnums=0), jax.jit(split_seeds), jax.jit(join_seeds)
+
+        def run_per_seed(state: Any, batches: Iterable[Any]) -> tuple[Any, dict[str, Any]]:
+            metrics = []
+            states = split(state)
+            for batch in batches:
+                outs = [one_seed(s, b) for s, b in zip(states, split(batch), strict=True)]
+                states = tuple(out[0] for out in outs)
+                metrics.append(join(tuple(out[1] for out in outs)))
+            return join(states), jax.tree.map(lambda *xs: jnp.stack(xs), *metrics)
+
+        return run_per_seed
     if driver == "loop":
-        jitted = jax.jit(seeded_step, donate_argnums=0)
+        jitted = jax.jit(seeded.step, donate_argnums=0)
 
         def run(state: Any, batches: Iterable[Any]) -> tuple[Any, dict[str, Any]]:
             metrics = []
@@ -78,7 +174,7 @@ def make_chunk_runner(step: Step, driver: str) -> Callable[[Any, Any], tuple[Any
 
 
 def make_frame_chunk_runner(
-    step: Step, driver: str, stack: int, shared_pool: bool
+    step: Step, driver: str, stack: int, shared_pool: bool, seeds: str = "vmap"
 ) -> Callable[[Any, FrameChunk], tuple[Any, dict[str, Any]]]:
     """:func:`make_chunk_runner` for :class:`FrameChunk` input: every update first builds its
     :class:`~offline_gitd.batch.Batch` from the pool on the device.
@@ -95,18 +191,21 @@ def make_frame_chunk_runner(
     """
     pool_axis = None if shared_pool else 0
     if driver == "scan":
-        seeded_step = jax.vmap(
-            lambda state, pool, refs: step(state, expand_frame_refs(pool, refs, stack)), in_axes=(0, pool_axis, 0)
+        seeded = over_seeds(
+            lambda state, pool, refs: step(state, expand_frame_refs(pool, refs, stack)), seeds, (0, pool_axis, 0)
         )
 
         def scanned(state: Any, pool: Any, refs: FrameRefs) -> tuple[Any, dict[str, Any]]:
-            return jax.lax.scan(lambda carry, refs_t: seeded_step(carry, pool, refs_t), state, refs)
+            states, metrics = jax.lax.scan(
+                lambda carry, refs_t: seeded.step(carry, pool, refs_t), seeded.split(state), refs
+            )
+            return seeded.join(states), metrics
 
         jitted_chunk = jax.jit(scanned, donate_argnums=0)
         return lambda state, chunk: jitted_chunk(state, chunk.pool, chunk.refs)
     if driver == "loop":
         expand = jax.jit(jax.vmap(expand_frame_refs, in_axes=(pool_axis, 0, None)), static_argnums=2)
-        run_batches = make_chunk_runner(step, "loop")
+        run_batches = make_chunk_runner(step, "loop", seeds)
 
         def run(state: Any, chunk: FrameChunk) -> tuple[Any, dict[str, Any]]:
             batches = (

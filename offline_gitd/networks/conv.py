@@ -18,6 +18,11 @@ checkpoints are the same whichever computes the convolution. The choice is made 
 backend, when the step is traced: patches on the CPU, where they were measured
 (docs/benchmarks.md#seeds-in-one-program); XLA's own convolution elsewhere, where the GPU's
 convolution kernels take per-seed weights as feature groups and patches were not measured.
+
+Only the MinAtar torso uses it: its seeds stay vmapped on the CPU, where patches beat running
+each seed's own step. The Nature and IMPALA torsos run each seed's own step on the CPU instead
+(:func:`~offline_gitd.learners.drivers.choose_seed_strategy`), where XLA's own convolution is the
+faster one for a single seed.
 """
 
 from __future__ import annotations

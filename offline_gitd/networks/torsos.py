@@ -1,7 +1,8 @@
 """Feature extractors ("torsos") shared by all critics (docs/critics.md#networks).
 
-Every torso maps observations to a flat feature vector. Convolutions are :class:`~offline_gitd.networks.conv.Conv`
-(patches times a matrix on the CPU: seeds vmapped over one program batch). Observations arrive as uint8 frames when
+Every torso maps observations to a flat feature vector. The Nature and IMPALA convolutions are XLA's own
+(``flax.linen.Conv``): on the CPU each seed of a run takes its own single-seed step (each convolution at one seed's
+speed); on accelerators the step is vmapped over seeds (docs/benchmarks.md#seeds-in-one-program). Observations arrive as uint8 frames when
 they come from Atari (the cheapest thing to move from host to device) and are scaled to [0, 1]
 here, inside the network, so no caller ever has to remember to do it.
 """
@@ -12,8 +13,7 @@ from collections.abc import Sequence
 
 import flax.linen as nn
 import jax.numpy as jnp
-
-from offline_gitd.networks.conv import Conv
+from flax.linen import Conv
 
 
 def scale_observation(obs: jnp.ndarray) -> jnp.ndarray:
