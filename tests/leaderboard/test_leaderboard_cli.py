@@ -117,9 +117,14 @@ EXAMPLE_BOARDS = [path for path in EXAMPLE_BOARDS if "reference" not in path.par
 @pytest.mark.parametrize("path", EXAMPLE_BOARDS, ids=lambda path: path.name)
 def test_committed_example_boards_are_valid_and_show(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The example boards in leaderboards/ come from real runs; each must still parse under the
-    current schema and produce a leaderboard against CQL."""
+    current schema and produce a leaderboard against CQL that lists every method on the board."""
     assert main(["leaderboard", "show", "--board", str(path), "--baseline", "cql:td", "--reps", "50"]) == 0
-    assert "cql:gitd" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    with path.open(newline="") as handle:
+        methods = {f"{row['algorithm']}:{row['critic']}" for row in csv.DictReader(handle)}
+    assert "cql:td" in methods and len(methods) > 1
+    for method in methods:
+        assert method in printed
 
 
 def test_there_is_an_example_board() -> None:
