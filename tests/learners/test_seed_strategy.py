@@ -126,8 +126,16 @@ def frame_chunk(shared_pool: bool, seed: int = 2) -> tuple[FrameChunk, int]:
     return FrameChunk(rng.integers(0, 2, pool_shape).astype(np.uint8), refs), stack  # MinAtar's 0/1 boards
 
 
-@pytest.mark.parametrize("shared_pool", [True, False])
-@pytest.mark.parametrize("driver", ["scan", "loop"])
+# one pool layout per driver by default; the other two pairs in the slow run
+@pytest.mark.parametrize(
+    ("driver", "shared_pool"),
+    [
+        ("scan", True),
+        ("loop", False),
+        pytest.param("scan", False, marks=pytest.mark.slow),
+        pytest.param("loop", True, marks=pytest.mark.slow),
+    ],
+)
 def test_frame_chunks_agree_across_strategies(driver: str, shared_pool: bool) -> None:
     chunk, stack = frame_chunk(shared_pool)
     size = chunk.pool.shape[-1]
