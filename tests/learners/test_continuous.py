@@ -29,9 +29,19 @@ from offline_gitd.learners.actor import LOG_STD_MAX, LOG_STD_MIN, squashed_gauss
 from offline_gitd.learners.continuous import ContinuousState, actor_loss, continuous_critic_loss, temperature_loss
 from offline_gitd.learners.cql import cql_proposals
 from offline_gitd.learners.family import ContinuousFamily, make_continuous_family
+from tests.learners.continuous_fixtures import (
+    ACT_DIM,
+    BATCH,
+    HIDDEN,
+    HIGH,
+    LOW,
+    OBS_DIM,
+    ensemble,
+    env_batch,
+    relative_error,
+    unit_batch,
+)
 
-OBS_DIM, ACT_DIM, HIDDEN, BATCH = 3, 2, 8, 6
-LOW, HIGH = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
 RTOL = 1e-5
 ALPHA = 0.3  # entropy temperature in the loss checks (not 1, so that a missing factor shows)
 
@@ -72,25 +82,6 @@ def _cached_state(kind: str, K: int, seed: int) -> ContinuousState:
     return _jitted_init(kind, K)(jax.random.key(seed))
 
 
-def unit_batch(seed: int, batch_size: int = BATCH) -> Batch:
-    """Transitions with actions already in [-1, 1], terminal and n-step discounts, uneven weights."""
-    rng = np.random.default_rng(seed)
-    return Batch(
-        obs=jnp.asarray(rng.normal(size=(batch_size, OBS_DIM)), jnp.float32),
-        action=jnp.asarray(rng.uniform(-0.99, 0.99, (batch_size, ACT_DIM)), jnp.float32),
-        reward=jnp.asarray(rng.normal(size=batch_size), jnp.float32),
-        discount=jnp.asarray(rng.choice([0.0, 0.9, 0.81], size=batch_size), jnp.float32),
-        next_obs=jnp.asarray(rng.normal(size=(batch_size, OBS_DIM)), jnp.float32),
-        weight=jnp.asarray(rng.uniform(0.2, 1.0, batch_size), jnp.float32),
-    )
-
-
-def env_batch(seed: int) -> Batch:
-    """The same, with actions in the env's units (what the family's step receives)."""
-    b = unit_batch(seed)
-    return b._replace(action=jnp.asarray(LOW + 0.5 * (np.asarray(b.action) + 1.0) * (HIGH - LOW), jnp.float32))
-
-
 def critic_setup(family: ContinuousFamily, seed: int = 0):
     """Online critics, a *different* theta_0 (another init), next actions a' and log pi(a'|s')."""
     rng = np.random.default_rng(seed)
@@ -99,20 +90,9 @@ def critic_setup(family: ContinuousFamily, seed: int = 0):
     return initial_state(family, seed).critic_params, initial_state(family, seed + 1).frozen, next_action, next_log_prob
 
 
-def ensemble(tree, j: int):
-    return jax.tree.map(lambda x: x[j], tree)
-
-
 def q_head(net, params, obs, action, head: int = 0):
     """Head ``head`` of one ensemble's network at (s, a): [B]."""
     return net.q_values(params, obs, action)[head]
-
-
-def relative_error(actual, expected) -> float:
-    a = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(actual)])
-    e = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(expected)])
-    assert np.linalg.norm(e) > 0
-    return float(np.linalg.norm(a - e) / np.linalg.norm(e))
 
 
 def ours_value_and_grad(family, cql_alpha, frozen, batch, next_action, next_log_prob, proposals=None):

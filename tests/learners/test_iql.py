@@ -32,9 +32,19 @@ from offline_gitd.learners.iql import (
     target_q,
     value_loss,
 )
+from tests.learners.continuous_fixtures import (
+    ACT_DIM,
+    BATCH,
+    HIDDEN,
+    HIGH,
+    LOW,
+    OBS_DIM,
+    ensemble,
+    env_batch,
+    relative_error,
+    unit_batch,
+)
 
-OBS_DIM, ACT_DIM, HIDDEN, BATCH = 3, 2, 8, 6
-LOW, HIGH = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
 RTOL = 1e-5
 EXPECTILE, BETA, TAU = 0.7, 3.0, 0.05
 
@@ -67,35 +77,6 @@ def compiled(family: IQLFamily, name: str):
 
 def initial_state(family: IQLFamily, seed: int) -> IQLState:
     return compiled(family, "init")(jax.random.key(seed))
-
-
-def unit_batch(seed: int, batch_size: int = BATCH) -> Batch:
-    """Transitions with actions strictly inside (-1, 1), terminal and n-step discounts, uneven weights."""
-    rng = np.random.default_rng(seed)
-    return Batch(
-        obs=jnp.asarray(rng.normal(size=(batch_size, OBS_DIM)), jnp.float32),
-        action=jnp.asarray(rng.uniform(-0.99, 0.99, (batch_size, ACT_DIM)), jnp.float32),
-        reward=jnp.asarray(rng.normal(size=batch_size), jnp.float32),
-        discount=jnp.asarray(rng.choice([0.0, 0.9, 0.81], size=batch_size), jnp.float32),
-        next_obs=jnp.asarray(rng.normal(size=(batch_size, OBS_DIM)), jnp.float32),
-        weight=jnp.asarray(rng.uniform(0.2, 1.0, batch_size), jnp.float32),
-    )
-
-
-def env_batch(seed: int) -> Batch:
-    b = unit_batch(seed)
-    return b._replace(action=jnp.asarray(LOW + 0.5 * (np.asarray(b.action) + 1.0) * (HIGH - LOW), jnp.float32))
-
-
-def ensemble(tree, j: int):
-    return jax.tree.map(lambda x: x[j], tree)
-
-
-def relative_error(actual, expected) -> float:
-    a = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(actual)])
-    e = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(expected)])
-    assert np.linalg.norm(e) > 0
-    return float(np.linalg.norm(a - e) / np.linalg.norm(e))
 
 
 def tree_equal(a, b) -> bool:

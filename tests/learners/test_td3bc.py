@@ -28,9 +28,19 @@ from offline_gitd.learners.td3bc import (
     td3bc_actor_loss,
     td3bc_critic_loss,
 )
+from tests.learners.continuous_fixtures import (
+    ACT_DIM,
+    BATCH,
+    HIDDEN,
+    HIGH,
+    LOW,
+    OBS_DIM,
+    ensemble,
+    env_batch,
+    relative_error,
+    unit_batch,
+)
 
-OBS_DIM, ACT_DIM, HIDDEN, BATCH = 3, 2, 8, 6
-LOW, HIGH = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
 RTOL = 1e-5
 BC_ALPHA, SIGMA, NOISE_CLIP, TAU = 2.5, 0.2, 0.5, 0.05
 
@@ -71,35 +81,6 @@ def jitted_step(family: TD3BCFamily):
     if key not in _compiled:
         _compiled[key] = jax.jit(family.step)
     return _compiled[key]
-
-
-def unit_batch(seed: int, batch_size: int = BATCH) -> Batch:
-    """Transitions with actions in [-1, 1], terminal and n-step discounts, uneven weights."""
-    rng = np.random.default_rng(seed)
-    return Batch(
-        obs=jnp.asarray(rng.normal(size=(batch_size, OBS_DIM)), jnp.float32),
-        action=jnp.asarray(rng.uniform(-0.99, 0.99, (batch_size, ACT_DIM)), jnp.float32),
-        reward=jnp.asarray(rng.normal(size=batch_size), jnp.float32),
-        discount=jnp.asarray(rng.choice([0.0, 0.9, 0.81], size=batch_size), jnp.float32),
-        next_obs=jnp.asarray(rng.normal(size=(batch_size, OBS_DIM)), jnp.float32),
-        weight=jnp.asarray(rng.uniform(0.2, 1.0, batch_size), jnp.float32),
-    )
-
-
-def env_batch(seed: int) -> Batch:
-    b = unit_batch(seed)
-    return b._replace(action=jnp.asarray(LOW + 0.5 * (np.asarray(b.action) + 1.0) * (HIGH - LOW), jnp.float32))
-
-
-def ensemble(tree, j: int):
-    return jax.tree.map(lambda x: x[j], tree)
-
-
-def relative_error(actual, expected) -> float:
-    a = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(actual)])
-    e = np.concatenate([np.ravel(np.asarray(x, np.float64)) for x in jax.tree.leaves(expected)])
-    assert np.linalg.norm(e) > 0
-    return float(np.linalg.norm(a - e) / np.linalg.norm(e))
 
 
 def critic_setup(family: TD3BCFamily, seed: int = 0):
