@@ -11,7 +11,8 @@ and gitd with K = 5, CQL), it times one seed and N seeds in one program with eac
 (``vmap``; ``per-seed``: each seed's own step, offline_gitd/learners/drivers.py), for a
 convolutional torso with each convolution (XLA's own, ``flax.linen.Conv``; patches times a matrix,
 offline_gitd/networks/conv.py) where it matters: one seed with either, N vmapped seeds with
-patches, N per-seed steps with XLA's. It prints ms per step (median and best wall time, median
+patches, N per-seed steps with XLA's; and each torso's programs also built without YNNPACK
+fusions, next to XLA's default build (docs/benchmarks.md#compiler-options). It prints ms per step (median and best wall time, median
 process CPU time, which other processes' load inflates far less), N seeds over the faster single
 seed, and N single-seed steps in a row; then gitd / td in time and in FLOPs (XLA's cost analysis
 of the compiled step), and one seed's GFLOP/s against an f32 ``jnp.dot`` peak timed in the same
@@ -37,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from offline_gitd.learners.drivers import choose_driver, choose_seed_strategy
+from offline_gitd.learners.drivers import NO_YNNPACK, choose_compiler_options, choose_driver, choose_seed_strategy
 from offline_gitd.networks import torsos
 from offline_gitd.networks.conv import Conv
 from offline_gitd.networks.torsos import scale_observation
@@ -87,15 +88,36 @@ def matmul_timer(size: int = 1024) -> tuple[Callable[[], float], float]:
     return run, 2.0 * size**3
 
 
-# (label, seeds, strategy, conv): the programs timed side by side for a convolutional torso; an
-# MLP has no convolution, so its programs differ only in the seeds and the strategy
-CONV_PROGRAMS = (
-    ("1 seed, XLA conv", 1, "vmap", "xla"),
-    ("1 seed, patches", 1, "vmap", "patches"),
-    ("N vmap, patches", None, "vmap", "patches"),
-    ("N per-seed, XLA conv", None, "per-seed", "xla"),
-)
-MLP_PROGRAMS = (("1 seed", 1, "vmap", "xla"), ("N vmap", None, "vmap", "xla"), ("N per-seed", None, "per-seed", "xla"))
+# label -> (label, seeds, strategy, conv, built without YNNPACK): the programs timed side by side. "no
+# YNN" programs are compiled with NO_YNNPACK, the one non-default XLA option the package may pick
+# (choose_compiler_options, offline_gitd/learners/drivers.py), next to their default twins, so that each
+# torso's choice can be checked; an MLP has no convolution, so its programs differ only in the seeds,
+# the strategy and the options.
+PROGRAMS = {
+    "nature": (
+        ("1 seed, XLA conv", 1, "vmap", "xla", False),
+        ("1 seed, XLA conv, no YNN", 1, "vmap", "xla", True),
+        ("1 seed, patches", 1, "vmap", "patches", False),
+        ("N vmap, patches", None, "vmap", "patches", False),
+        ("N per-seed, XLA conv", None, "per-seed", "xla", False),
+        ("N per-seed, XLA, no YNN", None, "per-seed", "xla", True),
+    ),
+    "minatar": (
+        ("1 seed, XLA conv", 1, "vmap", "xla", False),
+        ("1 seed, patches", 1, "vmap", "patches", False),
+        ("1 seed, patches, no YNN", 1, "vmap", "patches", True),
+        ("N vmap, patches", None, "vmap", "patches", False),
+        ("N vmap, patches, no YNN", None, "vmap", "patches", True),
+        ("N per-seed, XLA conv", None, "per-seed", "xla", False),
+    ),
+    "mlp": (
+        ("1 seed", 1, "vmap", "xla", False),
+        ("1 seed, no YNN", 1, "vmap", "xla", True),
+        ("N vmap", None, "vmap", "xla", False),
+        ("N vmap, no YNN", None, "vmap", "xla", True),
+        ("N per-seed", None, "per-seed", "xla", False),
+    ),
+}
 CONVS = {"xla": nn.Conv, "patches": Conv}
 
 
@@ -119,18 +141,26 @@ def main() -> None:
         torso = "mlp" if label == "mlp" else label
         driver = choose_driver("auto", torso)
         auto = choose_seed_strategy("auto", torso)
+        package_options = choose_compiler_options(torso)
         programs = [
-            (name.replace("N ", f"{n} "), seeds or n, strategy, conv)
-            for name, seeds, strategy, conv in (MLP_PROGRAMS if label == "mlp" else CONV_PROGRAMS)
+            (name.replace("N ", f"{n} "), seeds or n, strategy, conv, no_ynn)
+            for name, seeds, strategy, conv, no_ynn in PROGRAMS[label]
         ]
         families, timers, cpu = {}, {}, {}
-        for name, seeds, strategy, conv in programs:
+        for name, seeds, strategy, conv, no_ynn in programs:
             torsos.Conv = CONVS[conv]  # read when the step is traced, which the timer does now
             for kind in KINDS:
                 families[(kind, conv)] = make_family(kind, setup, module)
                 cpu[(kind, name)] = []
                 timers[(kind, name)] = chunk_timer(
-                    families[(kind, conv)], setup, driver, seeds, chunk, strategy, cpu[(kind, name)]
+                    families[(kind, conv)],
+                    setup,
+                    driver,
+                    seeds,
+                    chunk,
+                    strategy,
+                    cpu[(kind, name)],
+                    NO_YNNPACK if no_ynn else {},
                 )
         times = {key: [] for key in timers}
         for _ in range(args.rounds):
@@ -138,24 +168,26 @@ def main() -> None:
             for key, run_chunk in timers.items():
                 times[key].append(run_chunk())
         med = {key: statistics.median(v) for key, v in times.items()}
-        print(f"\n{label} (driver {driver}; the package's seed strategy here: {auto})")
-        print(f"{'critic':8s}{'program':22s}{'ms/step':>18s}{'CPU ms':>9s}{'x 1 seed':>10s}")
+        print(
+            f"\n{label} (driver {driver}; the package's seed strategy here: {auto}; its XLA options: {'no YNNPACK' if package_options == NO_YNNPACK else package_options or 'defaults'})"
+        )
+        print(f"{'critic':8s}{'program':24s}{'ms/step':>18s}{'CPU ms':>9s}{'x 1 seed':>10s}")
         for kind in KINDS:
-            one = min((med[(kind, name)], name) for name, seeds, _, _ in programs if seeds == 1)[1]
-            for name, seeds, _, _ in programs:
+            one = min((med[(kind, name)], name) for name, seeds, *_ in programs if seeds == 1)[1]
+            for name, seeds, *_ in programs:
                 key = (kind, name)
                 ratio = (
                     f"{med[key] / med[(kind, one)]:10.2f}" if seeds == n else f"{'(best)' if name == one else '':>10s}"
                 )
                 print(
-                    f"{kind:8s}{name:22s}{med[key]:9.2f} ({min(times[key]):6.2f})"
+                    f"{kind:8s}{name:24s}{med[key]:9.2f} ({min(times[key]):6.2f})"
                     f"{statistics.median(cpu[key]):9.2f}{ratio}"
                 )
-            print(f"{kind:8s}{f'{n} in a row':22s}{n * med[(kind, one)]:9.2f}")
+            print(f"{kind:8s}{f'{n} in a row':24s}{n * med[(kind, one)]:9.2f}")
         flops = {kind: step_flops(families[(kind, "xla")], setup) for kind in KINDS}
-        fast = {kind: min(med[(kind, name)] for name, seeds, _, _ in programs if seeds == n) for kind in KINDS}
-        single = {kind: min(med[(kind, name)] for name, seeds, _, _ in programs if seeds == 1) for kind in KINDS}
-        best = {kind: min(min(times[(kind, name)]) for name, seeds, _, _ in programs if seeds == 1) for kind in KINDS}
+        fast = {kind: min(med[(kind, name)] for name, seeds, *_ in programs if seeds == n) for kind in KINDS}
+        single = {kind: min(med[(kind, name)] for name, seeds, *_ in programs if seeds == 1) for kind in KINDS}
+        best = {kind: min(min(times[(kind, name)]) for name, seeds, *_ in programs if seeds == 1) for kind in KINDS}
         summary.append((label, single["gitd"] / single["td"], fast["gitd"] / fast["td"], flops["gitd"] / flops["td"]))
         rates += [(label, kind, flops[kind] / best[kind] / 1e6) for kind in KINDS]
     peak = peak_flops / min(peak_times) / 1e6

@@ -28,7 +28,7 @@ import numpy as np
 from offline_gitd.batch import Batch
 from offline_gitd.critic_registry import critic_names
 from offline_gitd.critics import CriticConfig
-from offline_gitd.learners.drivers import make_chunk_runner
+from offline_gitd.learners.drivers import choose_compiler_options, make_chunk_runner
 from offline_gitd.learners.family import make_discrete_family
 
 SETUPS = {
@@ -94,12 +94,16 @@ def chunk_timer(
     chunk: int,
     strategy: str = "auto",
     cpu_time: list | None = None,
+    options: dict | None = None,
 ) -> Callable[[], float]:
     """A function that runs one chunk of ``chunk`` updates of ``seeds`` seeds in one program (seed
     strategy ``strategy``) and returns its wall time per update in ms, appending the process's CPU
-    time per update to ``cpu_time`` if given; the chunk that compiles is run here, untimed."""
+    time per update to ``cpu_time`` if given; the chunk that compiles is run here, untimed. ``options``:
+    the XLA options the step is compiled with, by default those the package picks for the torso."""
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
-    run = make_chunk_runner(family.step, driver, strategy)
+    torso = (SETUPS[setup] if isinstance(setup, str) else setup)[0]
+    options = choose_compiler_options(torso) if options is None else options
+    run = make_chunk_runner(family.step, driver, strategy, options)
     pool = random_batches(np.random.default_rng(0), setup, seeds, chunk)
     batches = (
         jax.device_put(jax.tree.map(lambda *xs: np.stack(xs), *pool)) if driver == "scan" else jax.device_put(pool)

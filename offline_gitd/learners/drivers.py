@@ -23,6 +23,11 @@ docs/benchmarks.md#seeds-in-one-program):
   that XLA's CPU backend runs slower than the seeds one after another. The seeds still share one
   compile, one data pipeline and one evaluation loop.
 
+Which XLA options the step is compiled with is chosen once per backend and torso as well
+(:func:`choose_compiler_options`, docs/benchmarks.md#compiler-options): on the CPU the Nature CNN's
+step is built without YNNPACK fusions, whose convolutions ran its step 1.2x (td) to 1.6x (gitd)
+slower than XLA's own; everything else keeps XLA's defaults.
+
 Frame data can instead arrive as a :class:`FrameChunk`: a pool of frames plus
 :class:`~offline_gitd.batch.FrameRefs` into it, from which the compiled step builds its frame
 stacks (docs/offline.md#feeding-the-device: each sample's distinct frames move once, or never when the pool is the whole
@@ -81,6 +86,22 @@ def choose_seed_strategy(requested: str, torso: str | None, backend: str | None 
     return "per-seed" if (backend or jax.default_backend()) == "cpu" and torso in CONV_HEAVY_TORSOS else "vmap"
 
 
+# XLA's own kernels in place of YNNPACK's (the library the pinned jaxlib hands products and
+# convolutions to on the CPU), per torso: measured side by side (docs/benchmarks.md#compiler-options),
+# the Nature CNN's step ran 1.2x (td) to 1.6x (gitd) faster without YNNPACK fusions, YNNPACK's
+# convolutions being the slow part; the IMPALA, MinAtar and MLP steps were no faster (the MLP's
+# td step 1.4x slower), so they keep XLA's defaults
+NO_YNNPACK = {"xla_cpu_experimental_ynn_fusion_type": ""}
+CPU_COMPILER_OPTIONS: dict[str, dict[str, Any]] = {"nature": NO_YNNPACK}
+
+
+def choose_compiler_options(torso: str | None, backend: str | None = None) -> dict[str, Any]:
+    """XLA options every compiled step of ``torso`` is built with: non-default only on the CPU, where measured."""
+    if (backend or jax.default_backend()) != "cpu":
+        return {}
+    return dict(CPU_COMPILER_OPTIONS.get(torso or "", {}))
+
+
 def split_seeds(tree: Any) -> tuple[Any, ...]:
     """A pytree with a leading seed axis -> one pytree per seed."""
     (n,) = {leaf.shape[0] for leaf in jax.tree.leaves(tree)}
@@ -130,24 +151,29 @@ def over_seeds(fn: Callable, strategy: str, in_axes: tuple[int | None, ...] = (0
     raise ValueError(f"unknown seed strategy {strategy!r}; choose vmap or per-seed")
 
 
-def make_chunk_runner(step: Step, driver: str, seeds: str = "vmap") -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
+def make_chunk_runner(
+    step: Step, driver: str, seeds: str = "vmap", options: dict[str, Any] | None = None
+) -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
     """A function ``(state, batches) -> (state, metrics)`` running ``len(batches)`` updates.
 
     ``batches`` is a pytree with leaves [M, seeds, ...] for ``scan`` and an iterable of pytrees
-    with leaves [seeds, ...] for ``loop``; ``seeds`` is the seed strategy (:func:`choose_seed_strategy`).
+    with leaves [seeds, ...] for ``loop``; ``seeds`` is the seed strategy (:func:`choose_seed_strategy`),
+    ``options`` the XLA options the step is compiled with (:func:`choose_compiler_options`).
     """
     seeded = over_seeds(step, seeds)
+    options = options or None
     if driver == "scan":
 
         def scanned(state: Any, batches: Any) -> tuple[Any, dict[str, Any]]:
             states, metrics = jax.lax.scan(seeded.step, seeded.split(state), batches)
             return seeded.join(states), metrics
 
-        return jax.jit(scanned, donate_argnums=0)
+        return jax.jit(scanned, donate_argnums=0, compiler_options=options)
     if driver == "loop" and seeds == "per-seed":
         # the single-seed program once per seed: the same seeds written out in one program ran
         # about 1.15x slower on the CPU (docs/benchmarks.md#seeds-in-one-program)
-        one_seed, split, join = jax.jit(step, donate_argnums=0), jax.jit(split_seeds), jax.jit(join_seeds)
+        one_seed = jax.jit(step, donate_argnums=0, compiler_options=options)
+        split, join = jax.jit(split_seeds), jax.jit(join_seeds)
 
         def run_per_seed(state: Any, batches: Iterable[Any]) -> tuple[Any, dict[str, Any]]:
             metrics = []
@@ -160,7 +186,7 @@ def make_chunk_runner(step: Step, driver: str, seeds: str = "vmap") -> Callable[
 
         return run_per_seed
     if driver == "loop":
-        jitted = jax.jit(seeded.step, donate_argnums=0)
+        jitted = jax.jit(seeded.step, donate_argnums=0, compiler_options=options)
 
         def run(state: Any, batches: Iterable[Any]) -> tuple[Any, dict[str, Any]]:
             metrics = []
@@ -174,7 +200,7 @@ def make_chunk_runner(step: Step, driver: str, seeds: str = "vmap") -> Callable[
 
 
 def make_frame_chunk_runner(
-    step: Step, driver: str, stack: int, shared_pool: bool, seeds: str = "vmap"
+    step: Step, driver: str, stack: int, shared_pool: bool, seeds: str = "vmap", options: dict[str, Any] | None = None
 ) -> Callable[[Any, FrameChunk], tuple[Any, dict[str, Any]]]:
     """:func:`make_chunk_runner` for :class:`FrameChunk` input: every update first builds its
     :class:`~offline_gitd.batch.Batch` from the pool on the device.
@@ -201,11 +227,11 @@ def make_frame_chunk_runner(
             )
             return seeded.join(states), metrics
 
-        jitted_chunk = jax.jit(scanned, donate_argnums=0)
+        jitted_chunk = jax.jit(scanned, donate_argnums=0, compiler_options=options or None)
         return lambda state, chunk: jitted_chunk(state, chunk.pool, chunk.refs)
     if driver == "loop":
         expand = jax.jit(jax.vmap(expand_frame_refs, in_axes=(pool_axis, 0, None)), static_argnums=2)
-        run_batches = make_chunk_runner(step, "loop", seeds)
+        run_batches = make_chunk_runner(step, "loop", seeds, options)
 
         def run(state: Any, chunk: FrameChunk) -> tuple[Any, dict[str, Any]]:
             batches = (

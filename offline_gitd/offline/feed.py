@@ -166,17 +166,20 @@ class ChunkFeed:
             else:  # sampled rows: a page fault must not read the disk's whole read-ahead window
                 advise_random_access(obs)
 
-    def runner(self, step: Callable, seeds: str = "vmap") -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
+    def runner(
+        self, step: Callable, seeds: str = "vmap", options: dict[str, Any] | None = None
+    ) -> Callable[[Any, Any], tuple[Any, dict[str, Any]]]:
         """The chunk runner matching what :meth:`chunks` yields, with seed strategy ``seeds``
-        (:func:`~offline_gitd.learners.drivers.choose_seed_strategy`).
+        (:func:`~offline_gitd.learners.drivers.choose_seed_strategy`) and XLA options ``options``
+        (:func:`~offline_gitd.learners.drivers.choose_compiler_options`).
 
         A host-gathered chunk is consumed by its run: its pool buffer goes back to the feed
         (:meth:`release`) to be refilled once the run's metrics are ready.
         """
         if not self.is_frames:
-            return make_chunk_runner(step, self.driver, seeds)
+            return make_chunk_runner(step, self.driver, seeds, options)
         run = make_frame_chunk_runner(
-            step, self.driver, self.replay.stack, shared_pool=self.placement == "device", seeds=seeds
+            step, self.driver, self.replay.stack, shared_pool=self.placement == "device", seeds=seeds, options=options
         )
 
         def run_and_release(state: Any, chunk: FrameChunk) -> tuple[Any, dict[str, Any]]:

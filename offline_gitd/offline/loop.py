@@ -19,7 +19,7 @@ import numpy as np
 from offline_gitd.data.datasets import OfflineData
 from offline_gitd.envs.make import evaluate_policies
 from offline_gitd.leaderboard.reference import d4rl_normalised, d4rl_reference
-from offline_gitd.learners.drivers import choose_driver, choose_seed_strategy
+from offline_gitd.learners.drivers import choose_compiler_options, choose_driver, choose_seed_strategy
 from offline_gitd.learners.family import Family
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.feed import ChunkFeed
@@ -79,7 +79,7 @@ def run_offline(
 
     d4rl = d4rl_reference(data.suite, data.env_name)
     feed = ChunkFeed(data.replay, cfg.batch_size, choose_driver(cfg.driver, cfg.torso), cfg.frames)
-    run_chunk = feed.runner(family.step, choose_seed_strategy("auto", cfg.torso))
+    run_chunk = feed.runner(family.step, choose_seed_strategy("auto", cfg.torso), choose_compiler_options(cfg.torso))
     # acts for every seed at once, each seed's state on that seed's observations [seeds, envs, ...]
     act = jax.jit(jax.vmap(family.act))
     for epoch in range(start_epoch + 1, cfg.epochs + 1):

@@ -31,7 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.batch import Batch, stack_seeds
-from offline_gitd.learners.drivers import choose_driver, choose_seed_strategy, make_chunk_runner
+from offline_gitd.learners.drivers import (
+    choose_compiler_options,
+    choose_driver,
+    choose_seed_strategy,
+    make_chunk_runner,
+)
 from offline_gitd.learners.family import Family
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo, make_online_env, obs_example
@@ -126,7 +131,9 @@ class OnlineRun:
         self.wrap_env = wrap_env or (lambda env: env)
         self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
         self.driver = choose_driver(cfg.driver, cfg.torso)
-        self.run_chunk = make_chunk_runner(family.step, self.driver, choose_seed_strategy("auto", cfg.torso))
+        self.run_chunk = make_chunk_runner(
+            family.step, self.driver, choose_seed_strategy("auto", cfg.torso), choose_compiler_options(cfg.torso)
+        )
         seeds = jnp.asarray(self.seeds)
         self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))
         self.origin = origin
