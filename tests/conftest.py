@@ -53,7 +53,8 @@ def jax_compilation_cache(tmp_path_factory):
 
 
 # The longest tests first, clusters before end-to-end runs: on two workers they then overlap the
-# rest of the run instead of running alone at its end.
+# rest of the run instead of running alone at its end. xdist hands files out in this order only with
+# --no-loadscope-reorder (pyproject.toml's addopts); by default it sorts them by their number of tests.
 LONG_MARKERS = ("slurm", "ray", "e2e")
 
 

@@ -110,14 +110,15 @@ def assert_every_row_once(out: Path, runs: int, steps: int) -> None:
 def test_sweep_runs_on_both_nodes_and_rerun_does_no_work(cluster, tmp_path):
     cluster, worker = cluster
     spec = tmp_path / "grid.toml"
-    spec.write_text(spec_text(steps=2000))
+    # short runs: nothing here is caught mid-run, and two one-CPU nodes take the first two runs one each
+    spec.write_text(spec_text(steps=400))
     out = tmp_path / "sweep"
     output = finish(start_sweep(spec, out, cluster.address))
     assert "sweep finished: 6/6 done, 0 failed" in output
     recorded = states(out)
     assert len(recorded) == 6 and all(state["status"] == "done" and state["submitted"] for state in recorded.values())
     assert {state["node"] for state in recorded.values()} == {cluster.head_node.node_id, worker.node_id}
-    assert_every_row_once(out, runs=6, steps=2000)
+    assert_every_row_once(out, runs=6, steps=400)
     for name, state in recorded.items():  # each run's provenance names the command the sweep ran
         command = json.loads((out / "runs" / name / "config.json").read_text())["provenance"]["command_line"]
         assert command[1:] == [*state["argv"], "--out", str(out / "runs" / name), "--no-progress"]

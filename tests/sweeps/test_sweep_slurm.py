@@ -117,6 +117,21 @@ def _catch(out: Path, process: subprocess.Popen, exclude: set[str]) -> str:
     raise AssertionError("no running run with a checkpoint was seen")
 
 
+def make_eligible_now(cluster: LocalSlurm, job: str) -> None:
+    """SLURM holds a requeued job back for two minutes (its BeginTime, reason ``BeginTime``) before
+    it may start again; an administrator lifts that hold with ``StartTime=now``. The test does the
+    same so the job restarts at once: what the sweep does with the requeued job is unchanged, only
+    the cluster's idle wait goes."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = cluster.run("squeue", "--noheader", f"--jobs={job}", "--format=%T %r").split()
+        if state[:2] == ["PENDING", "BeginTime"]:
+            cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the requeued job {job} was never seen held back by its BeginTime")
+
+
 @pytest.mark.slurm
 def test_requeued_job_resumes_and_cancelled_job_resumes_on_the_next_pass(slurm, tmp_path):
     spec = tmp_path / "grid.toml"
@@ -125,6 +140,7 @@ def test_requeued_job_resumes_and_cancelled_job_resumes_on_the_next_pass(slurm, 
     process = start_sweep(slurm, spec, out)
     requeued = _catch(out, process, set())
     slurm.run("scontrol", "requeue", jobs(out)[requeued]["job"])  # what preemption or a lost node does
+    make_eligible_now(slurm, jobs(out)[requeued]["job"])
     cancelled = _catch(out, process, {requeued})
     slurm.run("scancel", jobs(out)[cancelled]["job"])
 
