@@ -7,6 +7,10 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent compilation cache for every test process (xdist workers and the CLI subprocesses
 # they start inherit it): a program compiled once, with the same shapes, is not compiled again.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(__file__).resolve().parents[1] / ".pytest_cache" / "jax"))
+# Every program, however quick to compile: the suite compiles hundreds of small ones, each under JAX's
+# default threshold of a second, again on every run.
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
