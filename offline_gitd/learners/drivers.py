@@ -25,8 +25,8 @@ docs/benchmarks.md#seeds-in-one-program):
 
 Which XLA options the step is compiled with is chosen once per backend and torso as well
 (:func:`choose_compiler_options`, docs/benchmarks.md#compiler-options): on the CPU the Nature CNN's
-step is built without YNNPACK fusions, whose convolutions ran its step 1.2x (td) to 1.6x (gitd)
-slower than XLA's own; everything else keeps XLA's defaults.
+step is built without YNNPACK fusions, with which it ran 1.2x (td) to 1.5x (gitd) slower than with
+XLA's own kernels; everything else keeps XLA's defaults.
 
 Frame data can instead arrive as a :class:`FrameChunk`: a pool of frames plus
 :class:`~offline_gitd.batch.FrameRefs` into it, from which the compiled step builds its frame
@@ -88,9 +88,9 @@ def choose_seed_strategy(requested: str, torso: str | None, backend: str | None 
 
 # XLA's own kernels in place of YNNPACK's (the library the pinned jaxlib hands products and
 # convolutions to on the CPU), per torso: measured side by side (docs/benchmarks.md#compiler-options),
-# the Nature CNN's step ran 1.2x (td) to 1.6x (gitd) faster without YNNPACK fusions, YNNPACK's
-# convolutions being the slow part; the IMPALA, MinAtar and MLP steps were no faster (the MLP's
-# td step 1.4x slower), so they keep XLA's defaults
+# the Nature CNN's step ran 1.2x (td) to 1.5x (gitd) faster without YNNPACK fusions on an idle
+# machine; without them the IMPALA step was no faster, 5 MinAtar seeds and one MLP td seed about
+# 1.2x slower, so those keep XLA's defaults
 NO_YNNPACK = {"xla_cpu_experimental_ynn_fusion_type": ""}
 CPU_COMPILER_OPTIONS: dict[str, dict[str, Any]] = {"nature": NO_YNNPACK}
 
@@ -161,7 +161,7 @@ def make_chunk_runner(
     ``options`` the XLA options the step is compiled with (:func:`choose_compiler_options`).
     """
     seeded = over_seeds(step, seeds)
-    options = options or None
+    options = options or None  # jax.jit's "no options"
     if driver == "scan":
 
         def scanned(state: Any, batches: Any) -> tuple[Any, dict[str, Any]]:
@@ -216,6 +216,7 @@ def make_frame_chunk_runner(
     seed-batch.
     """
     pool_axis = None if shared_pool else 0
+    options = options or None  # jax.jit's "no options"
     if driver == "scan":
         seeded = over_seeds(
             lambda state, pool, refs: step(state, expand_frame_refs(pool, refs, stack)), seeds, (0, pool_axis, 0)
@@ -227,7 +228,7 @@ def make_frame_chunk_runner(
             )
             return seeded.join(states), metrics
 
-        jitted_chunk = jax.jit(scanned, donate_argnums=0, compiler_options=options or None)
+        jitted_chunk = jax.jit(scanned, donate_argnums=0, compiler_options=options)
         return lambda state, chunk: jitted_chunk(state, chunk.pool, chunk.refs)
     if driver == "loop":
         expand = jax.jit(jax.vmap(expand_frame_refs, in_axes=(pool_axis, 0, None)), static_argnums=2)
