@@ -11,8 +11,9 @@ and gitd with K = 5, CQL), it times one seed and N seeds in one program with eac
 (``vmap``; ``per-seed``: each seed's own step, offline_gitd/learners/drivers.py), for a
 convolutional torso with each convolution (XLA's own, ``flax.linen.Conv``; patches times a matrix,
 offline_gitd/networks/conv.py) where it matters: one seed with either, N vmapped seeds with
-patches, N per-seed steps with XLA's; and each torso's programs also built without YNNPACK
-fusions, next to XLA's default build (docs/benchmarks.md#compiler-options). It prints ms per step (median and best wall time, median
+patches, N per-seed steps with XLA's; and programs built with XLA's defaults, with YNNPACK for
+single matrix products only (the package's CPU build) and without YNNPACK, side by side
+(docs/benchmarks.md#compiler-options). It prints ms per step (median and best wall time, median
 process CPU time, which other processes' load inflates far less), N seeds over the faster single
 seed, and N single-seed steps in a row; then gitd / td in time and in FLOPs (XLA's cost analysis
 of the compiled step), and one seed's GFLOP/s against an f32 ``jnp.dot`` peak timed in the same
@@ -38,7 +39,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from offline_gitd.learners.drivers import NO_YNNPACK, choose_compiler_options, choose_driver, choose_seed_strategy
+from offline_gitd.learners.drivers import (
+    NO_YNNPACK,
+    YNNPACK_DOTS_ONLY,
+    choose_compiler_options,
+    choose_driver,
+    choose_seed_strategy,
+)
 from offline_gitd.networks import torsos
 from offline_gitd.networks.conv import Conv
 from offline_gitd.networks.torsos import scale_observation
@@ -88,36 +95,41 @@ def matmul_timer(size: int = 1024) -> tuple[Callable[[], float], float]:
     return run, 2.0 * size**3
 
 
-# label -> (label, seeds, strategy, conv, built without YNNPACK): the programs timed side by side. "no
-# YNN" programs are compiled with NO_YNNPACK, the one non-default XLA option the package may pick
-# (choose_compiler_options, offline_gitd/learners/drivers.py), next to their default twins, so that each
-# torso's choice can be checked; an MLP has no convolution, so its programs differ only in the seeds,
-# the strategy and the options.
+# label -> (label, seeds, strategy, conv, XLA options): the programs timed side by side. The options
+# are OPTIONS' keys: XLA's defaults, YNNPACK for single products only (what choose_compiler_options,
+# offline_gitd/learners/drivers.py, picks on the CPU) and no YNNPACK at all, so that the choice can be
+# checked on every torso; an MLP has no convolution, so its programs differ only in the seeds, the
+# strategy and the options.
 PROGRAMS = {
     "nature": (
-        ("1 seed, XLA conv", 1, "vmap", "xla", False),
-        ("1 seed, XLA conv, no YNN", 1, "vmap", "xla", True),
-        ("1 seed, patches", 1, "vmap", "patches", False),
-        ("N vmap, patches", None, "vmap", "patches", False),
-        ("N per-seed, XLA conv", None, "per-seed", "xla", False),
-        ("N per-seed, XLA, no YNN", None, "per-seed", "xla", True),
+        ("1 seed, XLA conv", 1, "vmap", "xla", "default"),
+        ("1 seed, XLA conv, no YNN", 1, "vmap", "xla", "none"),
+        ("1 seed, XLA conv, YNN dots", 1, "vmap", "xla", "dots"),
+        ("1 seed, patches", 1, "vmap", "patches", "default"),
+        ("N vmap, patches", None, "vmap", "patches", "default"),
+        ("N per-seed, XLA conv", None, "per-seed", "xla", "default"),
+        ("N per-seed, XLA, no YNN", None, "per-seed", "xla", "none"),
+        ("N per-seed, XLA, YNN dots", None, "per-seed", "xla", "dots"),
     ),
     "minatar": (
-        ("1 seed, XLA conv", 1, "vmap", "xla", False),
-        ("1 seed, patches", 1, "vmap", "patches", False),
-        ("1 seed, patches, no YNN", 1, "vmap", "patches", True),
-        ("N vmap, patches", None, "vmap", "patches", False),
-        ("N vmap, patches, no YNN", None, "vmap", "patches", True),
-        ("N per-seed, XLA conv", None, "per-seed", "xla", False),
+        ("1 seed, XLA conv", 1, "vmap", "xla", "default"),
+        ("1 seed, patches", 1, "vmap", "patches", "default"),
+        ("1 seed, patches, YNN dots", 1, "vmap", "patches", "dots"),
+        ("N vmap, patches", None, "vmap", "patches", "default"),
+        ("N vmap, patches, YNN dots", None, "vmap", "patches", "dots"),
+        ("N per-seed, XLA conv", None, "per-seed", "xla", "default"),
     ),
     "mlp": (
-        ("1 seed", 1, "vmap", "xla", False),
-        ("1 seed, no YNN", 1, "vmap", "xla", True),
-        ("N vmap", None, "vmap", "xla", False),
-        ("N vmap, no YNN", None, "vmap", "xla", True),
-        ("N per-seed", None, "per-seed", "xla", False),
+        ("1 seed", 1, "vmap", "xla", "default"),
+        ("1 seed, YNN dots", 1, "vmap", "xla", "dots"),
+        ("N vmap", None, "vmap", "xla", "default"),
+        ("N vmap, no YNN", None, "vmap", "xla", "none"),
+        ("N vmap, YNN dots", None, "vmap", "xla", "dots"),
+        ("N per-seed", None, "per-seed", "xla", "default"),
+        ("N per-seed, YNN dots", None, "per-seed", "xla", "dots"),
     ),
 }
+OPTIONS = {"default": {}, "dots": YNNPACK_DOTS_ONLY, "none": NO_YNNPACK}
 CONVS = {"xla": nn.Conv, "patches": Conv}
 
 
@@ -141,13 +153,13 @@ def main() -> None:
         torso = "mlp" if label == "mlp" else label
         driver = choose_driver("auto", torso)
         auto = choose_seed_strategy("auto", torso)
-        package_options = choose_compiler_options(torso)
+        package_options = next(key for key, value in OPTIONS.items() if value == choose_compiler_options())
         programs = [
-            (name.replace("N ", f"{n} "), seeds or n, strategy, conv, no_ynn)
-            for name, seeds, strategy, conv, no_ynn in PROGRAMS[label]
+            (f"{n} {name[2:]}" if name.startswith("N ") else name, seeds or n, strategy, conv, options)
+            for name, seeds, strategy, conv, options in PROGRAMS[label]
         ]
         families, timers, cpu = {}, {}, {}
-        for name, seeds, strategy, conv, no_ynn in programs:
+        for name, seeds, strategy, conv, options in programs:
             torsos.Conv = CONVS[conv]  # read when the step is traced, which the timer does now
             for kind in KINDS:
                 families[(kind, conv)] = make_family(kind, setup, module)
@@ -160,7 +172,7 @@ def main() -> None:
                     chunk,
                     strategy,
                     cpu[(kind, name)],
-                    NO_YNNPACK if no_ynn else {},
+                    OPTIONS[options],
                 )
         times = {key: [] for key in timers}
         for _ in range(args.rounds):
@@ -169,7 +181,7 @@ def main() -> None:
                 times[key].append(run_chunk())
         med = {key: statistics.median(v) for key, v in times.items()}
         print(
-            f"\n{label} (driver {driver}; the package's seed strategy here: {auto}; its XLA options: {'no YNNPACK' if package_options == NO_YNNPACK else package_options or 'defaults'})"
+            f"\n{label} (driver {driver}; the package's seed strategy here: {auto}; its XLA options: {package_options})"
         )
         print(f"{'critic':8s}{'program':24s}{'ms/step':>18s}{'CPU ms':>9s}{'x 1 seed':>10s}")
         for kind in KINDS:

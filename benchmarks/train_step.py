@@ -99,10 +99,9 @@ def chunk_timer(
     """A function that runs one chunk of ``chunk`` updates of ``seeds`` seeds in one program (seed
     strategy ``strategy``) and returns its wall time per update in ms, appending the process's CPU
     time per update to ``cpu_time`` if given; the chunk that compiles is run here, untimed. ``options``:
-    the XLA options the step is compiled with, by default those the package picks for the torso."""
+    the XLA options the step is compiled with, by default those the package picks for the backend."""
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
-    torso = (SETUPS[setup] if isinstance(setup, str) else setup)[0]
-    options = choose_compiler_options(torso) if options is None else options
+    options = choose_compiler_options() if options is None else options
     run = make_chunk_runner(family.step, driver, strategy, options)
     pool = random_batches(np.random.default_rng(0), setup, seeds, chunk)
     batches = (

@@ -23,10 +23,9 @@ docs/benchmarks.md#seeds-in-one-program):
   that XLA's CPU backend runs slower than the seeds one after another. The seeds still share one
   compile, one data pipeline and one evaluation loop.
 
-Which XLA options the step is compiled with is chosen once per backend and torso as well
-(:func:`choose_compiler_options`, docs/benchmarks.md#compiler-options): on the CPU the Nature CNN's
-step is built without YNNPACK fusions, with which it ran 1.2x (td) to 1.5x (gitd) slower than with
-XLA's own kernels; everything else keeps XLA's defaults.
+Which XLA options the step is compiled with is chosen once per backend
+(:func:`choose_compiler_options`, docs/benchmarks.md#compiler-options): on the CPU, YNNPACK computes
+single matrix products only, and XLA's own kernels the convolutions and everything else.
 
 Frame data can instead arrive as a :class:`FrameChunk`: a pool of frames plus
 :class:`~offline_gitd.batch.FrameRefs` into it, from which the compiled step builds its frame
@@ -86,20 +85,21 @@ def choose_seed_strategy(requested: str, torso: str | None, backend: str | None 
     return "per-seed" if (backend or jax.default_backend()) == "cpu" and torso in CONV_HEAVY_TORSOS else "vmap"
 
 
-# XLA's own kernels in place of YNNPACK's (the library the pinned jaxlib hands products and
-# convolutions to on the CPU), per torso: measured side by side (docs/benchmarks.md#compiler-options),
-# the Nature CNN's step ran 1.2x (td) to 1.5x (gitd) faster without YNNPACK fusions on an idle
-# machine; without them the IMPALA step was no faster, 5 MinAtar seeds and one MLP td seed about
-# 1.2x slower, so those keep XLA's defaults
+# The pinned jaxlib (0.10.2) hands a CPU program's matrix products, convolutions and some elementwise
+# and reduction fusions to YNNPACK. Measured side by side on 2 cores (docs/benchmarks.md#compiler-options):
+# YNNPACK's convolutions made one Nature CNN step 1.2x (td) to 1.5x (gitd) slower than XLA's own;
+# restricted to single matrix products, YNNPACK ran the Nature step 1.10x (td) and 1.05x (gitd)
+# faster than without it, 5 vmapped MLP td seeds 1.15x and 5 Gym FC 50-50 gitd seeds 1.16x faster
+# than the default build, and no other program measured (MinAtar, IMPALA, CQL-SAC, one MLP seed)
+# slower than the default. NO_YNNPACK, the option before, is kept for the benchmarks' comparisons.
+YNNPACK_DOTS_ONLY = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
 NO_YNNPACK = {"xla_cpu_experimental_ynn_fusion_type": ""}
-CPU_COMPILER_OPTIONS: dict[str, dict[str, Any]] = {"nature": NO_YNNPACK}
 
 
-def choose_compiler_options(torso: str | None, backend: str | None = None) -> dict[str, Any]:
-    """XLA options every compiled step of ``torso`` is built with: non-default only on the CPU, where measured."""
-    if (backend or jax.default_backend()) != "cpu":
-        return {}
-    return dict(CPU_COMPILER_OPTIONS.get(torso or "", {}))
+def choose_compiler_options(backend: str | None = None) -> dict[str, Any]:
+    """XLA options every compiled training step is built with: YNNPACK for single products on the CPU,
+    XLA's defaults elsewhere (a fresh dict, so a caller's edits stay its own)."""
+    return dict(YNNPACK_DOTS_ONLY) if (backend or jax.default_backend()) == "cpu" else {}
 
 
 def split_seeds(tree: Any) -> tuple[Any, ...]:

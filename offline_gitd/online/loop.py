@@ -132,7 +132,7 @@ class OnlineRun:
         self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
         self.driver = choose_driver(cfg.driver, cfg.torso)
         self.run_chunk = make_chunk_runner(
-            family.step, self.driver, choose_seed_strategy("auto", cfg.torso), choose_compiler_options(cfg.torso)
+            family.step, self.driver, choose_seed_strategy("auto", cfg.torso), choose_compiler_options()
         )
         seeds = jnp.asarray(self.seeds)
         self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))

@@ -1,17 +1,18 @@
-"""The Nature CNN's step compiled without YNNPACK fusions gives the updates of XLA's default build
-(docs/benchmarks.md#compiler-options): the option changes which library computes the products, not
-the update.
+"""The training step built with the XLA options :func:`choose_compiler_options` picks on the CPU
+(YNNPACK for single matrix products only, docs/benchmarks.md#compiler-options) gives the updates of
+XLA's default build: the options change which library computes the products, not the update.
 
 For every critic, the same state and batches go through two updates of a Nature-torso CQL step
-(36 x 36 frames, the torso's smallest, to keep each compile to seconds) built with the options
-:func:`choose_compiler_options` picks on the CPU and with XLA's defaults: states and metrics agree
-to float tolerance (the two builds sum in different orders), and the options reach the compiled
-program.
+(36 x 36 frames, the torso's smallest, to keep each compile to seconds) built with the picked
+options and with XLA's defaults: states and metrics agree to float tolerance (the two builds sum in
+different orders). The MLP's step is checked the same way for td and gitd. The options reach the
+compiled program: its YNNPACK calls are matrix products, none a convolution.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ import pytest
 
 from offline_gitd.batch import Batch
 from offline_gitd.critics import CriticConfig
-from offline_gitd.learners.drivers import NO_YNNPACK, choose_compiler_options, make_chunk_runner
+from offline_gitd.learners.drivers import YNNPACK_DOTS_ONLY, choose_compiler_options, make_chunk_runner
 from offline_gitd.learners.family import make_discrete_family
 
 SEEDS, UPDATES, BATCH, SIDE, N_ACTIONS = 1, 2, 4, 36, 3
@@ -30,49 +31,79 @@ RTOL, ATOL = 1e-4, 1e-5
 
 
 @functools.cache
-def family(kind: str):
+def family(kind: str, torso: str = "nature"):
     critic = CriticConfig(kind=kind, K=None if kind in ("td", "tdrc") else 3, T=1)
-    obs = np.zeros((1, SIDE, SIDE, 4), np.uint8)
+    obs = np.zeros((1, *OBS_SHAPES[torso]), OBS_DTYPES[torso])
     return make_discrete_family(
-        critic, N_ACTIONS, obs, torso="nature", mlp_hidden=(), head_hidden=16, lr=1e-3, adam_eps=3.125e-4, cql_alpha=0.5
+        critic,
+        N_ACTIONS,
+        obs,
+        torso=torso,
+        mlp_hidden=() if torso == "nature" else (32, 32),
+        head_hidden=16,
+        lr=1e-3,
+        adam_eps=3.125e-4,
+        cql_alpha=0.5,
     )
 
 
-def batches() -> list[Batch]:
+OBS_SHAPES = {"nature": (SIDE, SIDE, 4), "mlp": (6,)}
+OBS_DTYPES = {"nature": np.uint8, "mlp": np.float32}
+
+
+def batches(torso: str = "nature") -> list[Batch]:
     rng = np.random.default_rng(0)
     lead = (SEEDS, BATCH)
+
+    def obs() -> np.ndarray:
+        if torso == "nature":
+            return rng.integers(0, 256, (*lead, *OBS_SHAPES[torso]), dtype=np.uint8)
+        return rng.normal(size=(*lead, *OBS_SHAPES[torso])).astype(np.float32)
+
     return [
         Batch(
-            obs=rng.integers(0, 256, (*lead, SIDE, SIDE, 4), dtype=np.uint8),
+            obs=obs(),
             action=rng.integers(0, N_ACTIONS, lead).astype(np.int32),
             reward=rng.normal(size=lead).astype(np.float32),
             discount=rng.choice([0.0, 0.99], size=lead).astype(np.float32),
-            next_obs=rng.integers(0, 256, (*lead, SIDE, SIDE, 4), dtype=np.uint8),
+            next_obs=obs(),
             weight=np.ones(lead, np.float32),
         )
         for _ in range(UPDATES)
     ]
 
 
-def run(kind: str, options: dict):
-    fam = family(kind)
+def run(kind: str, options: dict, torso: str = "nature"):
+    fam = family(kind, torso)
     state = jax.jit(jax.vmap(fam.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(SEEDS)))
-    return make_chunk_runner(fam.step, "loop", "per-seed", options)(state, batches())
+    return make_chunk_runner(fam.step, "loop", "per-seed", options)(state, batches(torso))
+
+
+def ynn_calls(compiled_text: str) -> list[str]:
+    """The op (``conv_general_dilated``, ``dot_general``, ...) behind each YNNPACK call of a compiled program."""
+    return re.findall(r"= \S+ fusion\(.*kind=kCustom.*op_name=\"[^\"]*/(\w+)\".*__ynn_fusion", compiled_text)
 
 
 # two compiles of a CNN step per critic: td and gitd (the one the options were measured on) by default,
-# tdrc and itd in the slow run
+# tdrc and itd in the slow run; the MLP's td and gitd steps too
 @pytest.mark.parametrize(
-    "kind", ["td", "gitd", *(pytest.param(kind, marks=pytest.mark.slow) for kind in ("tdrc", "itd"))]
+    ("kind", "torso"),
+    [
+        ("td", "nature"),
+        ("gitd", "nature"),
+        *(pytest.param(kind, "nature", marks=pytest.mark.slow) for kind in ("tdrc", "itd")),
+        ("td", "mlp"),
+        ("gitd", "mlp"),
+    ],
 )
-def test_nature_step_without_ynnpack_matches_the_default_build(kind: str) -> None:
-    options = choose_compiler_options("nature", "cpu")
-    assert options == NO_YNNPACK
-    (state, metrics), (ref_state, ref_metrics) = run(kind, options), run(kind, {})
+def test_the_cpu_build_matches_the_default_build(kind: str, torso: str) -> None:
+    options = choose_compiler_options("cpu")
+    assert options == YNNPACK_DOTS_ONLY
+    (state, metrics), (ref_state, ref_metrics) = run(kind, options, torso), run(kind, {}, torso)
     for got, want in zip(jax.tree.leaves((state, metrics)), jax.tree.leaves((ref_state, ref_metrics)), strict=True):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=RTOL, atol=ATOL)
     # the updates moved the weights, so agreeing is not agreeing on an unchanged state
-    init = jax.jit(jax.vmap(family(kind).init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(SEEDS)))
+    init = jax.jit(jax.vmap(family(kind, torso).init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(SEEDS)))
     assert not np.allclose(np.asarray(jax.tree.leaves(init.params)[0]), np.asarray(jax.tree.leaves(state.params)[0]))
 
 
@@ -81,16 +112,17 @@ def test_the_options_reach_the_compiled_program() -> None:
     state = jax.jit(fam.init)(jax.random.PRNGKey(0))
     batch = jax.tree.map(lambda x: x[0], batches()[0])
     lowered = jax.jit(fam.step).lower(state, batch)
-    # the pinned jaxlib fuses the CNN's products into YNNPACK calls by default; the options remove them
-    assert "ynn_fusion" in lowered.compile().as_text()
-    assert "ynn_fusion" not in lowered.compile(NO_YNNPACK).as_text()
+    # the pinned jaxlib hands the CNN's convolutions and products to YNNPACK by default; with the
+    # options only the products go
+    default = ynn_calls(lowered.compile().as_text())
+    assert "conv_general_dilated" in default and "dot_general" in default
+    picked = ynn_calls(lowered.compile(choose_compiler_options("cpu")).as_text())
+    assert picked and set(picked) == {"dot_general"}
 
 
-def test_options_are_chosen_per_backend_and_torso() -> None:
-    assert choose_compiler_options("nature", "cpu") == NO_YNNPACK
-    for torso in ("impala", "impala-gap", "minatar", "mlp", None):
-        assert choose_compiler_options(torso, "cpu") == {}
-    assert choose_compiler_options("nature", "gpu") == {}
-    # a caller's edits do not leak into the table
-    choose_compiler_options("nature", "cpu")["xla_cpu_enable_fast_math"] = True
-    assert choose_compiler_options("nature", "cpu") == NO_YNNPACK
+def test_options_are_chosen_per_backend() -> None:
+    assert choose_compiler_options("cpu") == YNNPACK_DOTS_ONLY
+    assert choose_compiler_options("gpu") == {}
+    # a caller's edits do not leak into the constant
+    choose_compiler_options("cpu")["xla_cpu_enable_fast_math"] = True
+    assert choose_compiler_options("cpu") == YNNPACK_DOTS_ONLY
