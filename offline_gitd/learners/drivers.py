@@ -89,7 +89,7 @@ def choose_seed_strategy(requested: str, torso: str | None, backend: str | None 
 # and reduction fusions to YNNPACK. Measured side by side on 2 cores (docs/benchmarks.md#compiler-options):
 # YNNPACK's convolutions made one Nature CNN step 1.2x (td) to 1.5x (gitd) slower than XLA's own;
 # restricted to single matrix products, YNNPACK ran the Nature step 1.10x (td) and 1.05x (gitd)
-# faster than without it, 5 vmapped MLP td seeds 1.15x and 5 Gym FC 50-50 gitd seeds 1.16x faster
+# faster than without it, 5 vmapped MLP td seeds 1.13-1.15x and 5 Gym FC 50-50 gitd seeds 1.16x faster
 # than the default build, and no other program measured (MinAtar, IMPALA, CQL-SAC, one MLP seed)
 # slower than the default. NO_YNNPACK, the option before, is kept for the benchmarks' comparisons.
 YNNPACK_DOTS_ONLY = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
