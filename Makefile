@@ -45,8 +45,10 @@ test: install chromium slurm
 test-fast: install
 	$(PYTEST) -m "not slow and not e2e and not ray and not browser and not slurm"
 
+# XLA_FLAGS empty: the real-scale runs compile with XLA's full optimisation, as users' runs do (the
+# default run compiles at -O0, tests/conftest.py, where compiling outweighs running).
 test-slow: install
-	$(BIN)/python -m pytest -m slow
+	XLA_FLAGS= $(BIN)/python -m pytest -m slow
 
 # The optional TFDS read path (tensorflow-cpu + tensorflow-datasets, ~3 GB) in its own venv, so the
 # main one stays TensorFlow-free; tests/data/test_rlu_tfds.py skips itself where TFDS is not installed.
