@@ -16,8 +16,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # programs and runs each for a few steps, so compiling is its cost. From an empty compilation cache
 # on 2 cores, make test-fast took 2:34 instead of 4:22 and the default run 4:41 instead of 8:43; with
 # a warm cache make test-fast was no slower (1:57 vs 2:08). The programs traced are the same; XLA only
-# spends less effort turning them into machine code. `make test-slow` sets XLA_FLAGS
-# empty, so the real-scale runs compile as users' runs do; any XLA_FLAGS you set wins.
+# spends less effort turning them into machine code. `make test-slow` sets XLA_FLAGS empty, so the
+# real-scale runs compile as users' runs do; any XLA_FLAGS you set wins.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
 
 

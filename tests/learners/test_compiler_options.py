@@ -28,6 +28,8 @@ SEEDS, UPDATES, BATCH, SIDE, N_ACTIONS = 1, 2, 4, 36, 3
 # the paper's Adam epsilon for Atari keeps near-zero gradients (which sum to a different rounding in each
 # build) from turning into full-size steps of opposite signs
 RTOL, ATOL = 1e-4, 1e-5
+OBS_SHAPES = {"nature": (SIDE, SIDE, 4), "mlp": (6,)}
+OBS_DTYPES = {"nature": np.uint8, "mlp": np.float32}
 
 
 @functools.cache
@@ -45,10 +47,6 @@ def family(kind: str, torso: str = "nature"):
         adam_eps=3.125e-4,
         cql_alpha=0.5,
     )
-
-
-OBS_SHAPES = {"nature": (SIDE, SIDE, 4), "mlp": (6,)}
-OBS_DTYPES = {"nature": np.uint8, "mlp": np.float32}
 
 
 def batches(torso: str = "nature") -> list[Batch]:
