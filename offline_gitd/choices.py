@@ -2,12 +2,17 @@
 
 Plain data on the ground floor, so that building the command line (and ``--help``) imports no JAX:
 the modules that implement each choice import its names from here. Critics, which third-party
-packages can add, are :mod:`offline_gitd.critic_registry`'s records.
+packages can add, are :mod:`offline_gitd.critic_registry`'s records. :func:`did_you_mean` is how a
+name outside any closed set (a flag's choices, a subcommand, a config file's keys) is refused: with
+the closest names, so that a typo costs one look at the message (docs/getting-started.md#the-command-line).
 """
 
 from __future__ import annotations
 
-# How the heads sit on the torso (docs/critics.md#head-layouts).
+import difflib
+from collections.abc import Iterable
+
+# How the heads sit on the torso (docs/critics.md#heads-and-h-estimators).
 HEAD_LAYOUTS = ("shared_linear", "shared_nonlinear", "independent")
 TORSOS = ("nature", "impala", "impala-gap", "minatar", "mlp")
 # How updates reach compiled code: a lax.scan over a chunk, a loop over the jitted step, or the
@@ -23,3 +28,19 @@ OFFLINE_ALGOS = ("cql", "bc", "td3bc", "iql")
 CONTINUOUS_ONLY_ALGOS = ("td3bc", "iql")
 # The critic column of an algorithm that trains none (behaviour cloning).
 NO_CRITIC = "none"
+
+
+def close_names(value: str, names: Iterable[str], limit: int = 3) -> list[str]:
+    """The names of ``names`` closest to ``value``, best first: a name equal but for case first
+    (``Gitd``), then difflib's close matches (``gitdd`` -> ``gitd``); empty where none is close."""
+    names = list(dict.fromkeys(names))
+    same_but_case = [name for name in names if name.lower() == value.lower() and name != value]
+    close = difflib.get_close_matches(value, names, n=limit, cutoff=0.6)
+    return list(dict.fromkeys(same_but_case + close))[:limit]
+
+
+def did_you_mean(value: str, names: Iterable[str]) -> str:
+    """``"; did you mean 'gitd'?"`` for the names closest to ``value``, or ``""`` where none is
+    close: the tail of a refusal's one line."""
+    close = close_names(value, names)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from offline_gitd.choices import did_you_mean
 from offline_gitd.errors import UsageError
 from offline_gitd.version import __version__
 
@@ -28,6 +29,14 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise ParseError(f"{message} (see: {self.prog} --help)")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check that a value is one of its option's choices (a flag's, or the
+        subcommands'), its refusal naming the closest ones: ``--critic gitdd`` suggests ``gitd``."""
+        if action.choices is not None and value not in action.choices:
+            hint = did_you_mean(str(value), map(str, action.choices))
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {choices})")
 
 
 # Order is the order shown by --help: the data flow (docs/architecture.md), then the experiments.

@@ -55,7 +55,7 @@ class CriticSpec:
     h_heads:   one of :data:`H_HEADS`.
     default_K: online Q-heads when ``--K`` is not given.
     max_K:     the most heads it takes (1: a single-head critic); ``None``: no limit of its own.
-    layouts:   the head layouts it supports (docs/critics.md#head-layouts).
+    layouts:   the head layouts it supports (docs/critics.md#heads-and-h-estimators).
     defaults:  per domain, fields it sets over the domain's table (TDRC: shared heads on MuJoCo).
     """
 

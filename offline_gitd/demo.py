@@ -55,9 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Collect MountainCar-v0 and LunarLander-v3 datasets with DQN (cached), train CQL with the td, tdrc, "
             "itd and gitd critics (K = 5, beta = 1), several seeds per critic in one program, then submit to a "
-            "leaderboard in --out, print it and write its figures and HTML page. About 10 minutes on 2 CPU cores; "
-            "--quick runs the same pipeline small, in under 3 minutes."
+            "leaderboard in --out, print it and write its figures and HTML page. 4 min 35 s on 2 CPU cores "
+            "(docs/getting-started.md#the-demo); --quick runs the same pipeline small, in about 75 s."
         ),
+        epilog="examples:\n  offline_gitd demo\n  offline_gitd demo --quick --out demo_quick",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", type=Path, default=Path("demo_out"), help="output folder (default: demo_out)")
     parser.add_argument("--quick", action="store_true", help="the same pipeline at a size that runs in minutes")

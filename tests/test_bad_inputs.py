@@ -80,6 +80,9 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "empty.csv").write_text("")
     (tmp_path / "bad.toml").write_text("this is = not [toml\n")
     (tmp_path / "grid.toml").write_text(BAD_GRID)
+    (tmp_path / "typo.toml").write_text('lrr = 0.001\ncritic = "gitd"\n')
+    (tmp_path / "typos.toml").write_text('criticc = "gitd"\nKK = 3\n')
+    (tmp_path / "value.toml").write_text('critic = "gitdd"\n')
     (tmp_path / "folder").mkdir()
     (tmp_path / "utf16.csv").write_text("suite,env\n", encoding="utf-16")
     (tmp_path / "huge.csv").write_text(",".join(COLUMNS) + "\n" + '"' + "x" * 200_000 + '"\n')
@@ -155,6 +158,19 @@ CASES: list[tuple[list[str], str]] = [
     ([*TRAIN, "--eval-epsilon", "2"], "--eval-epsilon must be in [0, 1]"),
     ([*TRAIN, "--critic", "td", "--K", "5"], "K must be 1"),
     ([*TRAIN, "--critic", "foo"], "argument --critic: invalid choice: 'foo'"),
+    # a name outside a closed set is answered with the closest ones (docs/getting-started.md#the-command-line)
+    ([*TRAIN, "--critic", "gitdd"], "argument --critic: invalid choice: 'gitdd'; did you mean 'gitd'"),
+    ([*TRAIN, "--algo", "iqll"], "argument --algo: invalid choice: 'iqll'; did you mean 'iql'?"),
+    ([*TRAIN, "--heads", "independant"], "invalid choice: 'independant'; did you mean 'independent'?"),
+    ([*TRAIN, "--config", "typo.toml"], "--config typo.toml: unknown key 'lrr'; did you mean 'lr'?"),
+    (
+        [*TRAIN, "--config", "typos.toml"],
+        "unknown keys 'KK', 'criticc'; did you mean 'K' for 'KK', 'critic' for 'criticc'?",
+    ),
+    (
+        [*TRAIN, "--config", "value.toml"],
+        "critic: 'gitdd' is not one of td, tdrc, itd, gitd, none; did you mean 'gitd'",
+    ),
     (["train", "--dataset", "bogus", "--out", "D"], "unknown dataset id 'bogus'"),
     (["train", "--dataset", "minari:nope/none-v0", "--out", "D"], "no local Minari dataset 'nope/none-v0'"),
     (TRAIN, "fetch it first: offline_gitd fetch rlu-atari --game Pong --run 1 --checkpoints 0-49"),
@@ -173,6 +189,9 @@ CASES: list[tuple[list[str], str]] = [
     ([*ON, "--seeds", LONG_SEEDS], "--seeds lists more than 100 values"),
     (["online", "dqn", "--env", "CartPole-v1", "--out", "F"], "--out F: exists and is not a directory"),
     (["online", "dqn", "--env", "NoSuchEnv-v0", "--out", "D"], "unknown environment 'NoSuchEnv-v0'"),
+    # a misspelt game is offered by its Machado-protocol name alone, not gymnasium's Pong-v4 / ALE/Pong-v5
+    (["online", "dqn", "--env", "Pongg", "--out", "D"], "unknown environment 'Pongg'; did you mean Pong?\n"),
+    (["online", "ddqn", "--env", "CartPole-v1"], "argument ALGO: invalid choice: 'ddqn'; did you mean 'dqn'?"),
     (["online", "dqn", "--env", "Pendulum-v1", "--out", "D"], "Pendulum-v1 has continuous actions"),
     (["online", "dqn", "--env", "", "--out", "D"], "--env ENV_ID is required"),
     ([*ON, "--torso", "nature"], "CartPole-v1 has vector observations of shape (4,): use --torso mlp"),
@@ -187,6 +206,7 @@ CASES: list[tuple[list[str], str]] = [
     ([*SAC, "--tau", "2"], "tau must be in (0, 1]"),
     ([*SAC, "--steps", "0"], "--steps must be >= 1"),
     (["online"], "the following arguments are required: ALGO"),
+    (["online", "sac", "--env", "hopper-medium-v2", "--out", "D"], "is a D4RL id: its environment is Hopper-v5"),
     # mdp
     (["mdp", "star", "--K", "0"], "--K must be in [1, 10000]"),
     (["mdp", "star", "--K", "100000000"], "--K must be in [1, 10000]"),
@@ -235,6 +255,8 @@ CASES: list[tuple[list[str], str]] = [
     # the top level
     (["--nosuch"], "unrecognized arguments: --nosuch"),
     (["nocommand"], "invalid choice: 'nocommand'"),
+    (["trian"], "argument COMMAND: invalid choice: 'trian'; did you mean 'train'?"),
+    (["leaderboard", "shwo"], "invalid choice: 'shwo'; did you mean 'show'?"),
 ]
 
 

@@ -2,7 +2,8 @@
 
 ``mkdocs build --strict`` (``make docs``) checks the links between pages of ``docs/``; README.md is
 not part of the site, so its links (into ``docs/`` with their anchors, to figures, to
-CITATION.cff) are checked here, with the anchors computed as the site computes them.
+CITATION.cff) are checked here, with the anchors computed as the site computes them
+(tests/test_docs_anchors.py, which checks every pointer into docs/ from anywhere in the repository).
 """
 
 from __future__ import annotations
@@ -11,25 +12,10 @@ import importlib.util
 import re
 from pathlib import Path
 
-from markdown.extensions.toc import slugify
+from tests.test_docs_anchors import page_anchors
 
 REPO = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
-HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*(?:\{#([\w-]+)\})?\s*$")
-
-
-def _anchors(page: Path) -> set[str]:
-    """The ids MkDocs gives the page's headings (Python-Markdown's toc slugify), fences skipped."""
-    anchors: set[str] = set()
-    in_fence = False
-    for line in page.read_text().splitlines():
-        if line.lstrip().startswith("```"):
-            in_fence = not in_fence
-            continue
-        match = None if in_fence else HEADING.match(line)
-        if match:
-            anchors.add(match.group(2) or slugify(re.sub(r"[`*_]", "", match.group(1)), "-"))
-    return anchors
 
 
 def _relative_links(page: Path) -> list[str]:
@@ -44,13 +30,7 @@ def test_readme_links_point_at_existing_files_and_anchors() -> None:
         target = REPO / path
         assert target.is_file(), f"README.md links to {path}, which does not exist"
         if anchor:
-            assert anchor in _anchors(target), f"README.md links to {link}: {path} has no heading '#{anchor}'"
-
-
-def test_anchor_computation_matches_the_site() -> None:
-    """The anchors this test derives are the ones the site's pages carry (checked on one page)."""
-    anchors = _anchors(REPO / "docs" / "critics.md")
-    assert {"gi-td", "i-td", "tdrc", "td", "the-papers-updates"} <= anchors
+            assert anchor in page_anchors(target), f"README.md links to {link}: {path} has no heading '#{anchor}'"
 
 
 def test_readme_stays_a_front_page() -> None:

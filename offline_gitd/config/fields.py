@@ -16,6 +16,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from offline_gitd.choices import did_you_mean
 from offline_gitd.errors import ConfigError
 
 # Upper bounds shared by the learners' configs. Each exists because a larger value is never a
@@ -115,7 +116,8 @@ def coerce_value(where: str, key: str, field: dataclasses.Field, kind: Any, valu
             raise ConfigError(wrong)
     choices = field_choices(field)
     if choices and value not in choices:
-        raise ConfigError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, choices))}")
+        hint = did_you_mean(str(value), map(str, choices))
+        raise ConfigError(f"{where}: {key}: {value!r} is not one of {', '.join(map(str, choices))}{hint}")
     return value
 
 
@@ -151,9 +153,8 @@ def add_dataclass_arguments(
         kind = base_type(hints[field.name])
         flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
         default = field.default
-        shown = field.metadata.get("unset", "domain default") if default is None else default
         # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
-        help_text = f"{field.metadata.get('help', '')} (default: {shown})".replace("%", "%%")
+        help_text = f"{field.metadata.get('help', '')}{_default_note(field)}".replace("%", "%%")
         if field.name in hidden:
             help_text = argparse.SUPPRESS
         parsed_default = argparse.SUPPRESS if only_given else default
@@ -171,6 +172,19 @@ def add_dataclass_arguments(
                 metavar=field.metadata.get("metavar"),
                 help=help_text,
             )
+
+
+def _default_note(field: dataclasses.Field) -> str:
+    """What ``--help`` appends to a field's help to name its default: `` (default: 5)``; for a
+    ``None`` default, what unset means (the field's ``unset``, most often the domain's default).
+    Nothing where there is no default to show: an empty-string default is a value the user must
+    give (``--out``, ``--dataset``), and a help text that already says what its default is
+    ("data root (default $OFFLINE_GITD_DATA or the user cache dir)") is not told twice."""
+    help_text = field.metadata.get("help", "")
+    if field.default == "" or "(default" in help_text:
+        return ""
+    shown = field.metadata.get("unset", "domain default") if field.default is None else field.default
+    return f" (default: {shown})"
 
 
 def describe_overrides(resolved: dict[str, Any], reference: dict[str, Any], ignored: tuple[str, ...]) -> str:

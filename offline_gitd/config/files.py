@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from offline_gitd.choices import close_names
 from offline_gitd.config.fields import base_type, coerce_value
 from offline_gitd.errors import ConfigError
 
@@ -52,10 +53,18 @@ def read_table(path: str | Path) -> dict[str, Any]:
 
 
 def refuse_unknown(where: str, table: Mapping[str, Any], known: Iterable[str]) -> None:
-    """One line, starting with ``where``, naming every key of ``table`` that is not in ``known``."""
+    """One line, starting with ``where``, naming every key of ``table`` that is not in ``known``,
+    each with the known keys closest to it (``lrr`` -> ``lr``), so a typo needs no look at --help."""
+    known = list(known)
     unknown = sorted(set(table) - set(known))
     if unknown:
-        raise ConfigError(f"{where}: unknown key{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}")
+        closest = {key: close_names(key, known, limit=1) for key in unknown}
+        if len(unknown) == 1:
+            hints = [repr(close[0]) for close in closest.values() if close]
+        else:
+            hints = [f"{close[0]!r} for {key!r}" for key, close in closest.items() if close]
+        hint = f"; did you mean {', '.join(hints)}?" if hints else ""
+        raise ConfigError(f"{where}: unknown key{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))}{hint}")
 
 
 def read_fields(path: str | Path, cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:

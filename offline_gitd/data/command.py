@@ -53,6 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "Download one run's shards with Range resume, size/crc32c/md5 checks against the "
             "server and a sha256 lock file (run_N.lock.json) beside them."
         ),
+        epilog=(
+            "examples:\n"
+            "  offline_gitd fetch rlu-atari --game Pong --run 1 --checkpoints 0-4\n"
+            "  offline_gitd fetch rlu-atari --game Breakout --run 2 --layout transitions --jobs 8"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rlu.add_argument("--game", required=True, help="Atari game, e.g. Pong (see: datasets list)")
     rlu.add_argument("--run", required=True, type=int, help="run 1-5")
@@ -103,6 +109,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "minari",
         help="a Minari dataset through minari.download_dataset",
         description="Download a Minari dataset (e.g. mujoco/halfcheetah/medium-v0).",
+        epilog=(
+            "examples:\n"
+            "  offline_gitd fetch minari mujoco/halfcheetah/medium-v0\n"
+            "  offline_gitd fetch minari D4RL/pen/human-v2 --data-dir /data/offline_gitd"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     minari_parser.add_argument("dataset_id", metavar="ID", help="Minari id, namespace/name-vN")
     minari_parser.add_argument(
@@ -118,10 +130,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="What can be fetched, and what is already in the data directory.",
     )
     actions = datasets.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = actions.add_parser("list", help="the registry and local datasets with sizes")
+    listing = actions.add_parser(
+        "list",
+        help="the registry and local datasets with sizes",
+        description="What the registry can fetch (RL Unplugged games, runs and layouts), the RLU shards already "
+        "in the data root, and the local Minari datasets with their episodes, steps and size.",
+        epilog="example:\n  offline_gitd datasets list --data-dir /data/offline_gitd",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     listing.add_argument("--data-dir", help=_DATA_DIR_HELP)
     listing.set_defaults(func=_datasets_list)
-    info = actions.add_parser("info", help="URLs, shards and local status of one dataset id")
+    info = actions.add_parser(
+        "info",
+        help="URLs, shards and local status of one dataset id",
+        description="One dataset id in detail. RL Unplugged: each layout's shard URLs, how many shards are "
+        "local, and per checkpoint whether its shard is fetched, in the lock file, partial or decoded. Minari: "
+        "where the dataset is and its metadata, or the command that fetches it.",
+        epilog=(
+            "examples:\n"
+            "  offline_gitd datasets info rlu-atari:Pong/1:0-4\n"
+            "  offline_gitd datasets info minari:mujoco/hopper/medium-v0"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     info.add_argument("dataset_id", metavar="ID", help="rlu-atari:Game/run[:checkpoints] or minari:ID")
     info.add_argument("--data-dir", help=_DATA_DIR_HELP)
     info.set_defaults(func=_datasets_info)

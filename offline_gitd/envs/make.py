@@ -12,17 +12,23 @@ epsilon-greedy evaluation of the paper's offline Atari protocol (epsilon 0.001).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
-from offline_gitd.envs.atari import RLU_GAMES, make_atari_env
+from offline_gitd.envs.atari import RLU_GAMES, ale_games, make_atari_env
+from offline_gitd.envs.d4rl import d4rl_hint
 from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, register_minatar
 from offline_gitd.errors import UsageError
 
 ATARI_PREFIX = "atari:"
+# gymnasium's own Atari ids (ALE/Pong-v5, Pong-v4, PongNoFrameskip-v4, Pong-ram-v0): the raw emulator,
+# without the evaluation protocol.
+_RAW_ATARI_ID = re.compile(r"(?:ALE/)?(?P<game>[A-Za-z0-9]+?)(?:-ram)?(?:NoFrameskip|Deterministic)?-v\d+")
+ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
 
 
 def make_env(env_id: str, seed: int, **kw: Any) -> gym.Env:
@@ -43,13 +49,51 @@ def make_env(env_id: str, seed: int, **kw: Any) -> gym.Env:
     if env_id.startswith(MINATAR_PREFIX):
         register_minatar()
     if env_id not in gym.registry:  # exact, versioned ids only: a run names the env it used
-        close = difflib.get_close_matches(env_id, list(gym.registry), n=4, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        close = env_suggestions(env_id)
+        hint = d4rl_hint(env_id) or (f"; did you mean {', '.join(close)}?" if close else "")
         raise UsageError(f"unknown environment {env_id!r}{hint}")
     env = as_uint8_images(gym.make(env_id, **kw))
     env.reset(seed=seed)
     env.action_space.seed(seed)
     return env
+
+
+def protocol_id(game: str) -> str:
+    """The id that plays ALE game ``game`` under the Machado protocol: the bare name for an RL
+    Unplugged game (``Pong``), ``atari:{Game}`` for the other ALE games (``atari:Tetris``)."""
+    return game if game in RLU_GAMES else f"{ATARI_PREFIX}{game}"
+
+
+def _protocol_id_of_raw(env_id: str, games: dict[str, str]) -> str | None:
+    """The protocol id of a gymnasium Atari id (``Pong-v4`` -> ``Pong``), ``None`` for any other id."""
+    spec = gym.registry.get(env_id)
+    match = _RAW_ATARI_ID.fullmatch(env_id)
+    if spec is None or spec.entry_point != ALE_ENTRY_POINT or not match:
+        return None
+    by_lower = {name.lower(): name for name in games}
+    game = by_lower.get(match["game"].lower())
+    return protocol_id(game) if game else None
+
+
+def env_suggestions(env_id: str, limit: int = 4) -> list[str]:
+    """The ids closest to the unknown ``env_id``, best first, each one that keeps the paper's
+    evaluation protocol: an Atari game is offered by the name that plays it under the Machado
+    protocol (``Pongg`` -> ``Pong``, not gymnasium's ``Pong-v4`` or ``ALE/Pong-v5``, which skip sticky
+    actions, frame pooling and the frame cap: docs/reproducing.md#evaluation-protocol). MinAtar's ids
+    are registered first, so a misspelt one is found too."""
+    register_minatar()
+    games = ale_games()
+    candidates = [*RLU_GAMES, *(f"{ATARI_PREFIX}{game}" for game in games), *gym.registry]
+    by_lower = {name.lower(): name for name in candidates}
+    close = [by_lower[env_id.lower()]] if env_id.lower() in by_lower else []
+    close += difflib.get_close_matches(env_id, candidates, n=4 * limit, cutoff=0.6)
+    offered = [
+        protocol_id(name.removeprefix(ATARI_PREFIX))
+        if name.startswith(ATARI_PREFIX)
+        else _protocol_id_of_raw(name, games) or name
+        for name in close
+    ]
+    return list(dict.fromkeys(offered))[:limit]
 
 
 class SpaceInfo(NamedTuple):

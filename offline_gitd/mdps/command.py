@@ -59,6 +59,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "sum of Bellman errors of the sequence. Defaults: star lr 0.08 K 300 gamma 0.99; "
             "hall lr 0.08 K 300 gamma 0.9; triangle lr 0.002 K 10 gamma 0.99."
         ),
+        epilog=(
+            "examples:\n"
+            "  offline_gitd mdp star --plot star.png\n"
+            "  offline_gitd mdp triangle --critics td,gitd --K 10 --json triangle.json"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("problem", choices=MDP_CHOICES, help="which controlled MDP")
     parser.add_argument("--eps", default=None, help="triangle only: spiral orientation, -1 (default) or 1")
