@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from offline_gitd.data.paths import rlu_shard_name
+from offline_gitd.envs.d4rl import d4rl_hint
 from offline_gitd.errors import UsageError
 
 REGISTRY_RESOURCE = "rlu_atari.json"
@@ -281,13 +282,14 @@ def parse_dataset_id(text: str, registry: RluRegistry | None = None) -> DatasetI
         if not _MINARI_ID.fullmatch(rest):
             raise UsageError(
                 f"bad minari id {rest!r}: expected namespace/name-vN, e.g. minari:mujoco/halfcheetah/medium-v0"
+                f"{d4rl_hint(rest)}"
             )
         return MinariId(rest)
     if prefix != RLU_PREFIX or not sep:
         raise UsageError(
             f"unknown dataset id {text!r}: expected "
             f"{RLU_PREFIX}:{{Game}}/{{run}}[:{{checkpoints}}] "
-            f"(e.g. {RLU_PREFIX}:Pong/1:0-4,7) or {MINARI_PREFIX}:{{id}}"
+            f"(e.g. {RLU_PREFIX}:Pong/1:0-4,7) or {MINARI_PREFIX}:{{id}}{d4rl_hint(text)}"
         )
     registry = registry or load_rlu_registry()
     game_run, _, checkpoint_text = rest.partition(":")

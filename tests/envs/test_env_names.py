@@ -85,3 +85,13 @@ def test_a_d4rl_id_where_an_environment_goes_is_answered_with_both_names() -> No
     )
     assert "Minari has no such dataset" in d4rl_hint("walker2d-medium-expert-v2")
     assert set(MUJOCO_ENVS.values()) <= set(gym.registry)
+
+
+def test_a_d4rl_id_where_a_dataset_id_goes_is_answered_with_its_minari_name() -> None:
+    from offline_gitd.data.registry import parse_dataset_id
+
+    with pytest.raises(UsageError, match=r"minari:mujoco/hopper/medium-v0"):
+        parse_dataset_id("hopper-medium-v2")
+    with pytest.raises(UsageError) as refused:
+        parse_dataset_id("Pong/1")  # not a D4RL id: no hint
+    assert "D4RL" not in str(refused.value)
