@@ -156,6 +156,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     info.add_argument("dataset_id", metavar="ID", help="rlu-atari:Game/run[:checkpoints] or minari:ID")
     info.add_argument("--data-dir", help=_DATA_DIR_HELP)
     info.set_defaults(func=_datasets_info)
+    manifest = actions.add_parser(
+        "manifest",
+        help="write or check the manifest of recorded Minari datasets",
+        description="A dataset manifest is what the repository keeps instead of the data: per dataset its "
+        "episodes, steps, size, a SHA-256 digest of its content (every episode's fields in order) and the "
+        "references a board normalises by (the behaviour's return per checkpoint, the random and the "
+        "behaviour's final return). Without --check, the entries of the given datasets are written into "
+        "FILE (others kept); with --check, the local datasets are compared with FILE's entries, and any "
+        "difference exits 1.",
+        epilog=(
+            "examples:\n"
+            "  offline_gitd datasets manifest minari:offline_gitd/minatar-breakout/dqn-replay-1m-v0 "
+            "--out datasets/minatar_dqn_replay.json\n"
+            "  offline_gitd datasets manifest --check --out datasets/minatar_dqn_replay.json   (every local one it lists)"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    manifest.add_argument("dataset_ids", metavar="ID", nargs="*", help="minari:ID of a local dataset")
+    manifest.add_argument("--out", type=Path, required=True, metavar="FILE", help="the manifest (JSON)")
+    manifest.add_argument(
+        "--check", action="store_true", help="compare with FILE instead of writing it (default: every dataset it lists)"
+    )
+    manifest.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    manifest.set_defaults(func=_datasets_manifest)
 
 
 # --------------------------------------------------------------------------- fetch
@@ -394,3 +418,50 @@ def _datasets_info(args: argparse.Namespace) -> int:
         )
     print("\n".join(lines))
     return 0
+
+
+def _datasets_manifest(args: argparse.Namespace) -> int:
+    """Write the manifest entries of local Minari datasets, or check them against a manifest."""
+    from offline_gitd.data.manifest import describe, differences, read_manifest, write_manifest
+    from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
+    from offline_gitd.errors import UsageError
+
+    published = {entry["id"]: entry for entry in read_manifest(args.out)} if args.out.exists() else {}
+    if args.check and not args.out.exists():
+        raise UsageError(f"--check {args.out}: no such manifest")
+    ids = [parse_dataset_id(text) for text in args.dataset_ids]
+    if any(not isinstance(dataset, MinariId) for dataset in ids):
+        raise UsageError("a manifest lists Minari datasets (minari:ID); RL Unplugged shards carry their own checksums")
+    wanted = [dataset.dataset_id for dataset in ids] or (sorted(published) if args.check else [])
+    if not wanted:
+        raise UsageError("name the datasets to write (minari:ID ...)")
+    use_minari_root(args.data_dir)
+    datasets_dir = minari_datasets_dir(_data_root(args.data_dir) if args.data_dir else None, os.environ)
+    import minari
+
+    local = set(minari.list_local_datasets()) if datasets_dir.is_dir() else set()
+    missing = [dataset_id for dataset_id in wanted if dataset_id not in local]
+    if missing:
+        raise UsageError(f"minari:{missing[0]} is not in {datasets_dir}; record or fetch it first")
+    entries = []
+    for dataset_id in wanted:
+        print(f"reading minari:{dataset_id} ...", flush=True)
+        entries.append(describe(dataset_id, datasets_dir / dataset_id, minari.load_dataset(dataset_id)))
+    if not args.check:
+        write_manifest(args.out, entries)
+        for entry in entries:
+            print(
+                f"minari:{entry['id']}: {entry['episodes']} episodes, {entry['steps']} steps, sha256 {entry['sha256'][:16]}"
+            )
+        print(f"wrote {len(entries)} entr{'y' if len(entries) == 1 else 'ies'} into {args.out}")
+        return 0
+    failed = 0
+    for entry in entries:
+        if entry["id"] not in published:
+            print(f"minari:{entry['id']}: not in {args.out}")
+            failed += 1
+            continue
+        found = differences(entry, published[entry["id"]])
+        failed += bool(found)
+        print(f"minari:{entry['id']}: " + ("; ".join(found) if found else "matches the manifest"))
+    return 1 if failed else 0
