@@ -157,6 +157,14 @@ class EpisodeStore:
         return np.append(self._starts[1 : self._num_episodes], self._num_rows)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes the store's arrays hold, allocated capacity included (it grows by doubling): what
+        a long run's memory may grow by (benchmarks/long_run.py, docs/benchmarks.md#long-runs)."""
+        arrays = [self._actions, self._rewards, self._terminals, self._starts]
+        obs = self._obs.segments if isinstance(self._obs, SegmentedRows) else [self._obs]
+        return sum(int(a.nbytes) for a in (*obs, *arrays))
+
+    @property
     def is_frames(self) -> bool:
         """Image rows (uint8 [H, W], stacked at sampling) rather than vectors."""
         return self._obs.ndim == 3 and self._obs.dtype == np.uint8
@@ -173,6 +181,21 @@ class EpisodeStore:
             return 0
         last = self.episode_ends - 1
         return self._num_rows - int(np.count_nonzero(~self._terminals[last]))
+
+    def last_transition_row(self) -> int:
+        """The newest row that starts a transition; -1 when none does.
+
+        Constant time: only the newest episode can lack one (an open episode of a single row,
+        whose transition needs the next row), and then the episode before it ends in one (its
+        terminal row, or the row before its observation-only last row)."""
+        for episode in range(self._num_episodes - 1, max(-1, self._num_episodes - 3), -1):
+            start = int(self._starts[episode])
+            end = int(self._starts[episode + 1]) if episode + 1 < self._num_episodes else self._num_rows
+            if self._terminals[end - 1]:
+                return end - 1
+            if end - start >= 2:
+                return end - 2
+        return -1
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Start and end (exclusive) row of the episode of each row."""
@@ -397,6 +420,16 @@ class Replay:
         self._max_priority = 1.0
         self._synced_rows = 0
         self._transition_rows_cache: tuple[int, np.ndarray] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the store, the sum tree and the cached transition rows: the replay's own size."""
+        cache = self._transition_rows_cache
+        return (
+            self.store.nbytes
+            + (int(self._tree.tree.nbytes) if self._tree is not None else 0)
+            + (int(cache[1].nbytes) if cache is not None else 0)
+        )
 
     def transition_rows(self) -> np.ndarray:
         """Every row that starts a transition, cached until the store grows.

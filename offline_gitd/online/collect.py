@@ -8,11 +8,15 @@ env is wrapped in ``minari.DataCollector``, so the dataset holds exactly the tra
 saw, exploration included (the paper's "data collected by DQN").
 
 Metadata: ``algorithm_name``, ``author``, ``eval_env`` = the training env's spec (same horizon, so
-``recover_environment(eval_env=True)`` rebuilds it), ``description`` with the package version, git
-commit and the config, and for a trained agent ``ref_min_score`` = mean return of a uniformly random
-policy over 100 seeded episodes and ``ref_max_score`` = the behaviour agent's mean return over its
-last 10 training episodes (its final performance, exploration included). A random-policy dataset
-gets no reference scores (its own score would be both ends).
+``recover_environment(eval_env=True)`` rebuilds it), and for a behaviour agent ``ref_min_score`` =
+mean return of a uniformly random policy over 100 seeded episodes and ``ref_max_score`` = the
+behaviour agent's mean return over its last 10 training episodes (its final performance,
+exploration included). A random-policy dataset gets no reference scores (its own score would be
+both ends). What the data is, is said twice, exactly (:func:`behaviour_record`,
+:func:`describe_collection`): as keys (``behaviour_policy``, ``behaviour_random_steps``: steps of
+uniformly random actions, ``behaviour_updates``: gradient updates the agent made) and in
+``description``, with the package version, git commit and the config. A behaviour agent whose
+``--steps`` do not exceed its initial random samples never trains, and its description says so.
 
 With ``checkpoint_every`` N, the recorded replay (the whole of it, in logged order) is cut into
 checkpoints of N env steps, kept in the metadata with the behaviour agent's mean return per
@@ -25,6 +29,7 @@ import csv
 import json
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,7 @@ from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import inspect_env
+from offline_gitd.online.schedules import total_updates, utd_fraction
 from offline_gitd.online.train import train
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.version import __version__
@@ -150,6 +156,73 @@ def _final_return(run_dir: Path) -> float:
     return float(np.mean(returns[-FINAL_EPISODES:]))
 
 
+# How each behaviour agent acts once its initial random samples are done (docs/online.md).
+EXPLORATION = {"dqn": "epsilon-greedy", "sac": "sampled from its stochastic policy"}
+
+
+def behaviour_record(policy: str, steps: int, config: dict[str, Any]) -> dict[str, Any]:
+    """What produced the data, as metadata keys: the policy, how many of the ``steps`` took
+    uniformly random actions, and how many gradient updates the agent made (the loop's own
+    schedule, :func:`~offline_gitd.online.schedules.total_updates`, on the run's resolved config)."""
+    if policy == "random":
+        return {"behaviour_policy": "random", "behaviour_random_steps": steps, "behaviour_updates": 0}
+    initial = int(config["initial_samples"])
+    return {
+        "behaviour_policy": policy,
+        "behaviour_random_steps": min(steps, initial),
+        "behaviour_updates": total_updates(steps, utd_fraction(config["utd"]), initial),
+    }
+
+
+def describe_collection(
+    *,
+    env_id: str,
+    horizon: int | None,
+    steps: int,
+    name: str,
+    record: dict[str, Any],
+    references: Sequence[str],
+    code_version: str,
+    config: dict[str, Any],
+) -> str:
+    """The dataset's ``description``: which policy acted, whether and how much it trained, and
+    which reference scores are written, from the facts in ``record`` (:func:`behaviour_record`)
+    and the keys actually passed to Minari, never from what the policy usually does."""
+    head = f"{steps} steps of {env_id} (horizon {horizon or 'default'})"
+    policy, random_steps, updates = (
+        record["behaviour_policy"],
+        record["behaviour_random_steps"],
+        record["behaviour_updates"],
+    )
+    if policy == "random":
+        what = f"{head} recorded from a uniformly random policy: every action drawn uniformly, no agent trained."
+    elif updates == 0:
+        what = (
+            f"{head} recorded from a {name} behaviour agent that never trained (0 gradient updates): "
+            f"{random_steps} of the {steps} steps are its uniformly random initial samples"
+            + (f", the other {steps - random_steps} its untrained policy's." if steps > random_steps else ".")
+        )
+    else:
+        what = (
+            f"{head} recorded while a {name} trained online from scratch, exploration included: "
+            f"{random_steps} uniformly random initial steps, then {steps - random_steps} steps "
+            f"{EXPLORATION[policy]}, {updates} gradient updates in all."
+        )
+    explained = {
+        "ref_min_score": f"ref_min_score: a uniformly random policy's mean return over {REFERENCE_EPISODES} episodes",
+        "ref_max_score": f"ref_max_score: the behaviour agent's mean return over its last {FINAL_EPISODES} "
+        "training episodes",
+    }
+    written = [explained[key] for key in ("ref_min_score", "ref_max_score") if key in references]
+    if written:
+        refs = "; ".join(written) + "."
+    elif policy == "random":
+        refs = "No reference scores are written: a random policy's own return would be both ends."
+    else:
+        refs = "No reference scores are written."
+    return f"{what} Collected by {code_version}. {refs} Config: {json.dumps(config, sort_keys=True)}"
+
+
 def _record_checkpoints(dataset_id: str, every: int) -> None:
     """Cut the written dataset's episodes (the logged replay, in order) into checkpoints of
     ``every`` env steps and keep the cut and the per-checkpoint mean returns in its metadata."""
@@ -210,19 +283,25 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
             if policy == "random"
             else f"{policy.upper()} ({config['critic']} critic, offline_gitd online)"
         )
+        behaviour = behaviour_record(policy, request.steps, config)
         collector.create_dataset(
             dataset_id=request.dataset_id,
             eval_env=collector.env.spec,
             algorithm_name=name,
             author="offline_gitd",
-            description=(
-                f"{request.steps} steps of {request.env_id} (horizon {horizon or 'default'}) recorded while a {name} "
-                f"trained online from scratch, exploration included. Collected by {_code_version()}. "
-                f"ref_min_score: uniform random policy, {REFERENCE_EPISODES} episodes; ref_max_score: the behaviour "
-                f"agent's last {FINAL_EPISODES} training episodes. Config: {json.dumps(config, sort_keys=True)}"
+            description=describe_collection(
+                env_id=request.env_id,
+                horizon=horizon,
+                steps=request.steps,
+                name=name,
+                record=behaviour,
+                references=list(scores),
+                code_version=_code_version(),
+                config=config,
             ),
             **scores,
         )
+        minari.load_dataset(request.dataset_id).storage.update_metadata(behaviour)
         collector.close()
         if request.checkpoint_every is not None:
             _record_checkpoints(request.dataset_id, request.checkpoint_every)

@@ -4,7 +4,12 @@ A checkpoint is the orbax-saved training state plus ``host_state/<step>.npz``: a
 (a digest line, then the archive; :func:`~offline_gitd.rundir.seals.write_sealed_arrays`) holding
 each seed's replay rows and priorities, the actions taken since its episode began, its newest
 observation, and one JSON document with the numbers (the numpy RNG's ``bit_generator.state``, the
-episode counter and return). Nothing in it is code: a run directory may come from someone else
+episode counter and return) and the episode actions' dtype and shape. Shapes and dtypes come from
+the env (:func:`action_spec`, :func:`observation_spec`), never from the values held, so every phase
+a seed can be in when a checkpoint lands saves and reads back exactly: an episode just reset (no
+action yet: an empty ``[0, *shape]`` array), an empty replay, seeds in different phases.
+
+Nothing in it is code: a run directory may come from someone else
 (docs/bounds.md#run-directories-are-data). Every value read back is checked against the run's own
 config (the replay's shapes, the seeds) before it is used, so a foreign or damaged file is refused
 in one line. Host states of older versions were pickles (``<step>.pkl``): they are only read when
@@ -13,6 +18,7 @@ the user vouches for the run with ``--trust-pickles``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,20 +89,63 @@ def host_state_path(run_dir: Path, step: int, suffix: str = SUFFIX) -> Path:
     return run_dir / HOST_STATE / f"{step}{suffix}"
 
 
-def write_host_state(path: Path, updates: int, slots: list[SeedSlot], continuous: bool) -> None:
-    """Save every slot (sealed, verified on write): arrays in the archive, numbers in its JSON."""
+def action_spec(info: EnvInfo) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of one action as the loop takes it and a checkpoint saves it: float32
+    ``[action_size]`` for continuous actions, an int64 scalar for discrete ones.
+
+    Declared from the env, never inferred from the actions a slot holds: a slot whose episode has
+    just begun holds none, and its (empty) array must still have the right shape and dtype."""
+    if info.spaces.action_kind == "continuous":
+        return (info.spaces.action_size,), np.dtype(np.float32)
+    return (), np.dtype(np.int64)
+
+
+def observation_spec(info: EnvInfo) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype of one network input (a slot's newest observation): uint8 for Atari
+    stacks and MinAtar images, float32 vectors otherwise."""
+    return info.input_shape, np.dtype(np.uint8 if info.frames or info.images else np.float32)
+
+
+def episode_actions_array(actions: Sequence[Any], shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The actions taken since an episode's reset as one ``[len(actions), *shape]`` array of
+    ``dtype``; an empty episode gives ``[0, *shape]``.
+
+    ``ValueError`` for an action of another shape or one that ``dtype`` cannot hold exactly (a
+    float64 action into float32): the env is restored by replaying these actions, so a saved
+    action must be the very one taken."""
+    out = np.empty((len(actions), *shape), dtype)
+    for i, action in enumerate(actions):
+        value = np.asarray(action)
+        if value.shape != shape or not np.can_cast(value.dtype, dtype, "safe"):
+            raise ValueError(
+                f"episode action {i} is {value.dtype}{list(value.shape)}, not the env's {dtype}{list(shape)}"
+            )
+        out[i] = value
+    return out
+
+
+def write_host_state(path: Path, updates: int, slots: list[SeedSlot], info: EnvInfo) -> None:
+    """Save every slot (sealed, verified on write): arrays in the archive, numbers in its JSON.
+
+    Every array is built from the env's declared shapes and dtypes (:func:`action_spec`,
+    :func:`observation_spec`), so a slot in any phase (an episode just reset with no action yet,
+    mid-episode, an empty replay) saves, and :func:`read_host_state` gives back the same values,
+    dtypes and shapes."""
+    action_shape, action_dtype = action_spec(info)
+    obs_shape, obs_dtype = observation_spec(info)
     arrays: dict[str, np.ndarray] = {}
     seeds = []
     for i, slot in enumerate(slots):
         prefix = f"s{i}."
         for name, value in {**slot.replay.store.state_arrays(), **slot.replay.priority_arrays()}.items():
             arrays[prefix + name] = value
-        arrays[prefix + "obs_now"] = np.asarray(slot.obs)
-        arrays[prefix + "episode_actions"] = (
-            np.asarray(slot.actions, np.float32).reshape(len(slot.actions), -1)
-            if continuous
-            else np.asarray(slot.actions, np.int64)
-        )
+        obs = np.asarray(slot.obs)
+        if (obs.shape, obs.dtype) != (obs_shape, obs_dtype):
+            raise ValueError(
+                f"seed {slot.seed}'s observation is {obs.dtype}{list(obs.shape)}, not {obs_dtype}{list(obs_shape)}"
+            )
+        arrays[prefix + "obs_now"] = obs
+        arrays[prefix + "episode_actions"] = episode_actions_array(slot.actions, action_shape, action_dtype)
         seeds.append(
             {
                 "seed": slot.seed,
@@ -107,7 +156,13 @@ def write_host_state(path: Path, updates: int, slots: list[SeedSlot], continuous
                 "last_result": slot.last_result,
             }
         )
-    write_sealed_arrays(path, arrays, {"updates": updates, "slots": seeds})
+    meta = {
+        "updates": updates,
+        "slots": seeds,
+        # What the episode actions are, written out: the archive describes itself.
+        "episode_actions": {"dtype": action_dtype.str, "shape": list(action_shape)},
+    }
+    write_sealed_arrays(path, arrays, meta)
 
 
 def read_host_state(path: Path, cfg: OnlineConfig, info: EnvInfo) -> dict[str, Any]:
@@ -132,6 +187,10 @@ def _decode(arrays: dict[str, np.ndarray], meta: dict[str, Any], cfg: OnlineConf
     if [entry.get("seed") if isinstance(entry, dict) else None for entry in saved] != seeds:
         raise ValueError(f"its seeds are not the run's {seeds}")
     continuous = info.spaces.action_kind == "continuous"
+    action_shape, action_dtype = action_spec(info)
+    declared = meta.get("episode_actions")  # absent from archives of older versions
+    if declared is not None and declared != {"dtype": action_dtype.str, "shape": list(action_shape)}:
+        raise ValueError(f"its episode actions are {declared}, not this env's")
     slots = []
     for i, entry in enumerate(saved):
         fresh = new_slot(cfg, info, entry["seed"])
@@ -143,18 +202,14 @@ def _decode(arrays: dict[str, np.ndarray], meta: dict[str, Any], cfg: OnlineConf
         }
         fresh.replay.load_priority_arrays(priorities)
         obs = mine["obs_now"]
-        want = (np.dtype(np.uint8 if info.frames or info.images else np.float32), info.input_shape)
-        if (obs.dtype, obs.shape) != want:
+        obs_shape, obs_dtype = observation_spec(info)
+        if (obs.dtype, obs.shape) != (obs_dtype, obs_shape):
             raise ValueError(f"its observation {obs.dtype}{list(obs.shape)} does not fit the env")
         actions = mine["episode_actions"]
-        if continuous:
-            if actions.dtype != np.float32 or actions.ndim != 2 or actions.shape[1] != info.spaces.action_size:
-                raise ValueError("its episode actions do not fit the env")
-            episode_actions: list = list(actions)
-        else:
-            if actions.dtype != np.int64 or actions.ndim != 1:
-                raise ValueError("its episode actions do not fit the env")
-            episode_actions = [int(a) for a in actions]
+        if actions.dtype != action_dtype or actions.ndim != 1 + len(action_shape) or actions.shape[1:] != action_shape:
+            raise ValueError("its episode actions do not fit the env")
+        # Each action as the loop holds it: a float32 [action_size] array, or a Python int.
+        episode_actions: list = [a.copy() for a in actions] if continuous else [int(a) for a in actions]
         rng = np.random.Generator(np.random.PCG64())
         state = entry["rng"]
         if not isinstance(state, dict) or state.get("bit_generator") != BIT_GENERATOR:

@@ -8,7 +8,8 @@ stacks and n-step returns still read the older rows they need, so a transition a
 edge keeps its real history (a circular buffer would zero it).
 
 Rows, not transitions, are counted: the observation-only row that ends each truncated episode
-counts too, one row per episode. Memory grows with the run (an Atari row is an 84x84 frame,
+counts too, one row per episode (so a window of 2 rows may hold no transition: :attr:`WindowedReplay.low`
+then reaches back to the newest one). Memory grows with the run (an Atari row is an 84x84 frame,
 7 KiB): compacting old rows away is left for runs longer than the host's memory allows.
 """
 
@@ -31,8 +32,15 @@ class WindowedReplay(Replay):
 
     @property
     def low(self) -> int:
-        """First row of the sampling window."""
-        return max(0, self.store.num_rows - self.capacity)
+        """First row of the sampling window: the newest ``capacity`` rows, reaching back to the
+        newest transition when those rows hold none.
+
+        That happens only with a window of 2 rows, right after a truncation: the truncated
+        episode's observation-only row and the next episode's first row, whose transition is not
+        complete yet. Without reaching back, uniform sampling would reject rows forever and
+        prioritised sampling would divide by a total priority of 0. Both bounds only grow as rows
+        are added, so evicted rows stay evicted."""
+        return max(0, min(self.store.num_rows - self.capacity, self.store.last_transition_row()))
 
     def _sync_priorities(self) -> None:
         super()._sync_priorities()

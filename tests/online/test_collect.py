@@ -10,6 +10,7 @@ import pytest
 from offline_gitd.cli import main
 from offline_gitd.offline import train as offline_learner
 from offline_gitd.offline.config import OfflineConfig
+from offline_gitd.online.collect import behaviour_record, describe_collection
 
 DATASET = "tests/LunarLander-v3/dqn-v0"
 
@@ -57,6 +58,14 @@ def test_dataset_is_real_minari_with_metadata(minari_root):
     assert metadata["author"] == {"offline_gitd"} or metadata["author"] == "offline_gitd"
     assert metadata["ref_min_score"] < 0 and "ref_max_score" in metadata
     assert "offline_gitd 0." in metadata["description"]
+    # What the data is: 1,000 random initial samples (the table's), then DQN, which trained.
+    updates = metadata["behaviour_updates"]
+    assert (metadata["behaviour_policy"], metadata["behaviour_random_steps"]) == ("dqn", 1000) and updates > 0
+    assert (
+        f"1000 uniformly random initial steps, then 1000 steps epsilon-greedy, {updates} gradient updates"
+        in (metadata["description"])
+    )
+    assert "ref_min_score: a uniformly random policy" in metadata["description"]
     env = dataset.recover_environment(eval_env=True)
     assert (env.spec.id, env.spec.max_episode_steps) == ("LunarLander-v3", 500)
     assert all(len(e.rewards) <= 500 for e in dataset.iterate_episodes())
@@ -107,3 +116,58 @@ def test_bad_input(tmp_path, monkeypatch, capsys, argv, message):
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "tests").exists()
+
+
+def describe(policy: str, steps: int, initial: int, references: tuple[str, ...]) -> tuple[dict, str]:
+    config = {"initial_samples": initial, "utd": 0.25}
+    record = behaviour_record(policy, steps, config)
+    text = describe_collection(
+        env_id="CartPole-v1",
+        horizon=None,
+        steps=steps,
+        name="random policy" if policy == "random" else "DQN (td critic, offline_gitd online)",
+        record=record,
+        references=references,
+        code_version="offline_gitd 9.9",
+        config=config,
+    )
+    return record, text
+
+
+def test_the_description_says_what_the_data_is() -> None:
+    """Random data is never called trained, an agent that never updated is said to have never
+    trained, and only the reference scores actually written are explained."""
+    both = ("ref_min_score", "ref_max_score")
+    record, text = describe("random", 300, 300, ())
+    assert record == {"behaviour_policy": "random", "behaviour_random_steps": 300, "behaviour_updates": 0}
+    assert "uniformly random policy: every action drawn uniformly, no agent trained" in text
+    assert "trained online" not in text and "ref_" not in text and "No reference scores are written" in text
+    record, text = describe("dqn", 800, 1000, both)
+    assert record == {"behaviour_policy": "dqn", "behaviour_random_steps": 800, "behaviour_updates": 0}
+    assert "never trained (0 gradient updates): 800 of the 800 steps are its uniformly random initial samples." in text
+    assert "ref_min_score: a uniformly random policy's mean return over 100 episodes" in text
+    record, text = describe("dqn", 2000, 1000, both)
+    assert record == {"behaviour_policy": "dqn", "behaviour_random_steps": 1000, "behaviour_updates": 250}
+    assert "trained online from scratch, exploration included: 1000 uniformly random initial steps, then 1000" in text
+    assert "250 gradient updates in all" in text and "ref_max_score: the behaviour agent's" in text
+    assert text.endswith('Config: {"initial_samples": 1000, "utd": 0.25}')
+
+
+def test_random_policy_metadata_says_random_and_writes_no_references(tmp_path, monkeypatch, capsys) -> None:
+    import minari
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    argv = ["collect", "CartPole-v1", "--steps", "100", "--policy", "random", "--out", "tests/CartPole-v1/random-v0"]
+    assert main([*argv, "--no-progress"]) == 0
+    capsys.readouterr()
+    metadata = minari.load_dataset("tests/CartPole-v1/random-v0").storage.metadata
+    assert metadata["algorithm_name"] == "random policy"
+    assert (metadata["behaviour_policy"], metadata["behaviour_random_steps"], metadata["behaviour_updates"]) == (
+        "random",
+        100,
+        0,
+    )
+    assert not {"ref_min_score", "ref_max_score"} & set(metadata)
+    description = metadata["description"]
+    assert description.startswith("100 steps of CartPole-v1 (horizon default) recorded from a uniformly random policy")
+    assert "trained" not in description.replace("no agent trained", "") and "ref_" not in description
