@@ -17,11 +17,17 @@ EXAMPLES = """examples:
   offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --partition cpu --time 01:00:00
   offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --dry-run   (the job scripts)
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep --status --watch  (follow a sweep driven elsewhere)
+  offline_gitd sweep sweeps/minatar_offline.toml --board leaderboards/minatar_offline/board.csv
+      (the committed board: runs whose rows are all on it are skipped, on any machine)
+  offline_gitd sweep sweeps/minatar_offline.toml --only game=breakout   (one game's dataset and runs)
 
 A spec (see sweeps/*.toml) names the command (train, online dqn, online sac), [fixed] fields, a [grid]
 of fields whose lists are crossed, the board, [resources] per run, and for train [[collect]] datasets.
 Runs go to OUT/runs/NAME (named from the grid's varying fields), their output to OUT/logs/NAME.log,
-and every finished run is submitted once to the board (OUT/leaderboard.csv unless the spec says).
+and every finished run is submitted once to the board (OUT/leaderboard.csv unless the spec or --board
+says). A run whose rows are all on its board (found by its config hash) is skipped even where its run
+directory is gone, and a [[collect]] dataset is recorded only when a run that trains on it is to run.
+Each dataset's and each run's wall time is printed and appended to timings.csv beside the board.
 With --backend slurm each run is an element of an sbatch job array (docs/sweeps-slurm.md): the driver
 may exit; running it again submits only what is neither done nor queued and collects what finished.
 A sweep has one driver: a second one on the same --out is refused and names the first.
@@ -81,6 +87,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data-dir", default=None, help="data root for train and collect runs (overrides the spec's data_dir)"
     )
     parser.add_argument(
+        "--board",
+        type=Path,
+        default=None,
+        metavar="BOARD.csv",
+        help="the board, from the current directory (overrides the spec's board, which is under --out); "
+        "{field} placeholders as in the spec. Point it at a committed board to continue a sweep elsewhere",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="print the table of runs and their commands; run nothing"
     )
     parser.add_argument(
@@ -88,6 +102,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the state of the sweep in --out (its driver, each run) and exit; reads only, locks "
         "nothing: the way to look at a sweep another process is driving",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="AXIS=VALUE",
+        help="only the runs of this grid entry (its name or value), e.g. game=breakout; repeatable, one per "
+        "axis. Only the datasets those runs train on are recorded; run names stay those of the whole grid",
     )
     parser.add_argument("--watch", action="store_true", help="with --status: print it again at each change")
     parser.set_defaults(func=handle)
@@ -118,6 +140,14 @@ def handle(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.data_dir:
         spec = dataclasses.replace(spec, data_dir=args.data_dir)
+    if args.board is not None:
+        from offline_gitd.sweeps.spec import with_board
+
+        spec = with_board(spec, args.board)
+    if args.only:
+        from offline_gitd.sweeps.spec import with_only
+
+        spec = with_only(spec, args.only)
     out = args.out or Path("runs") / args.spec.stem
     if args.status:
         from offline_gitd.sweeps.watch import show_status

@@ -33,15 +33,16 @@ from offline_gitd.errors import UsageError
 from offline_gitd.sweeps.core import (
     Sweep,
     collect_entries,
-    collect_line,
+    needed_collect,
     open_sweep,
+    record_collect,
     record_outcome,
     run_entry,
     settle_complete,
     show_running,
     summary,
 )
-from offline_gitd.sweeps.spec import RunPlan, SweepSpec
+from offline_gitd.sweeps.spec import CollectStep, RunPlan, SweepSpec
 from offline_gitd.sweeps.status import StatusTable
 from offline_gitd.sweeps.task import collect_dataset, execute
 
@@ -177,7 +178,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         _check_resources(ray, spec)
         where = options.address or "an embedded local Ray instance"
         print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
-        if not _collect(ray, sweep, sweep_id, table):
+        if not _collect(ray, sweep, needed_collect(spec, todo), sweep_id, table):
             return 1
         failures = damaged + _run_grid(ray, sweep, todo, sweep_id, options.max_parallel, table)
     except KeyboardInterrupt:
@@ -189,18 +190,21 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
     return summary(sweep, table, failures, stream)
 
 
-def _collect(ray: Any, sweep: Sweep, sweep_id: str, table: StatusTable) -> bool:
-    """Record the datasets the grid trains on (in parallel, each skipped where already local)."""
+def _collect(ray: Any, sweep: Sweep, steps: tuple[CollectStep, ...], sweep_id: str, table: StatusTable) -> bool:
+    """Record the datasets the runs still to run train on (in parallel, each skipped where already
+    local); one that only finished runs train on is not recorded (``core.needed_collect``)."""
     task = ray.remote(num_cpus=1, max_retries=sweep.spec.resources.retries, max_calls=1)(collect_dataset)
+    if len(steps) < len(sweep.spec.collect):
+        table.line(f"not collecting {len(sweep.spec.collect) - len(steps)} datasets: no run left to run trains on them")
     refs = {}
-    for entry, step in zip(collect_entries(sweep.spec, sweep.paths, sweep_id), sweep.spec.collect, strict=True):
+    for entry, step in zip(collect_entries(sweep.spec, sweep.paths, sweep_id, steps), steps, strict=True):
         refs[task.remote(**entry)] = entry
         table.line(f"collecting {step.out} ({step.steps} steps of {step.env}) if absent")
     ok = True
     for ref, entry in refs.items():
         outcome = _outcome(ray, ref, entry["name"])
         ok = ok and outcome["status"] == "done"
-        table.line(collect_line(entry, outcome, sweep.paths))
+        record_collect(sweep, entry, outcome, table)
     return ok
 
 

@@ -31,17 +31,19 @@ from typing import Any, TextIO
 from offline_gitd.errors import UsageError
 from offline_gitd.sweeps.core import (
     Sweep,
+    action,
     collect_entries,
-    collect_line,
-    is_complete,
+    needed_collect,
     open_sweep,
     plan_table,
+    record_collect,
     record_outcome,
     run_entry,
     settle_complete,
     show_running,
     summary,
 )
+from offline_gitd.sweeps.on_board import BoardCheck
 from offline_gitd.sweeps.spec import RunPlan, SweepSpec, expand
 from offline_gitd.sweeps.state import SweepPaths, read_state, write_state
 from offline_gitd.sweeps.status import StatusTable
@@ -264,7 +266,8 @@ def _submit(
     gpus = math.ceil(sweep.spec.resources.gpus)
     submitted: list[Tracked] = []
     dependency = [t.job for t in collecting]
-    collect = collect_entries(sweep.spec, sweep.paths, sweep_id)
+    # Only the datasets a run of this pass trains on; the others' runs are done (core.needed_collect).
+    collect = collect_entries(sweep.spec, sweep.paths, sweep_id, needed_collect(sweep.spec, submit))
     if collect and not collecting:
         script = _write_array(sweep, options, layout, "collect", sweep_id, [("collect_dataset", e) for e in collect])
         array = sbatch(script, [])
@@ -317,7 +320,7 @@ def _follow(sweep: Sweep, layout: Layout, tracked: list[Tracked], table: StatusT
                 continue
             waiting.remove(entry)
             if entry.plan is None:
-                table.line(collect_line({"name": entry.name}, outcome, sweep.paths))
+                record_collect(sweep, {"name": entry.name}, outcome, table)
             else:
                 record_outcome(sweep, entry.plan, outcome, table, failures)
         if waiting:
@@ -332,7 +335,8 @@ def _ended(paths: SweepPaths, layout: Layout, entry: Tracked, job_state: str | N
     state = read_state(paths.state(entry.name))
     if state.get("sweep_id") == entry.sweep_id and state.get("status") in ("done", "failed"):
         if state.get("status") == "done" or not active:
-            return {"status": state["status"], "error": state.get("error"), "seconds": state.get("seconds", 0)}
+            timing = {key: state.get(key) for key in ("seconds", "attempt", "host", "resumed", "cached")}
+            return {"status": state["status"], "error": state.get("error"), **timing}
     if active:
         return None
     output = layout.output / f"{entry.job}.out"
@@ -358,18 +362,21 @@ def dry_run(spec: SweepSpec, options: SlurmOptions, stream: TextIO | None = None
         states = {}
         if jobs:
             print(f"\n(cannot ask SLURM which earlier jobs are still queued: {err})", file=stream)
-    submit = [p for p in plans if not is_complete(paths, p) and not _active(jobs, states, p.name)]
-    queued = [p.name for p in plans if not is_complete(paths, p) and _active(jobs, states, p.name)]
+    check = BoardCheck(spec)
+    due = [p for p in plans if action(paths, p, check) in ("new", "resume")]  # not done here nor on the board
+    submit = [p for p in due if not _active(jobs, states, p.name)]
+    queued = [p.name for p in due if _active(jobs, states, p.name)]
     if queued:
         print(f"\nalready queued or running (followed, not submitted): {', '.join(queued)}", file=stream)
     if not submit:
         print("\nno job to submit", file=stream)
         return
-    if spec.collect:
-        entries = [layout.entry(e["name"]) for e in collect_entries(spec, paths, "")]
+    needed = needed_collect(spec, submit)
+    if needed:
+        entries = [layout.entry(e["name"]) for e in collect_entries(spec, paths, "", needed)]
         script = job_script(sbatch_directives(spec, options, "collect"), layout, entries, options)
         print(f"\n# sbatch {layout.script('ID', 'collect')}\n{script}", file=stream)
     entries = [layout.entry(plan.name) for plan in submit]
     script = job_script(sbatch_directives(spec, options, "grid"), layout, entries, options)
-    after = " --dependency=afterok:COLLECT_JOB --kill-on-invalid-dep=yes" if spec.collect else ""
+    after = " --dependency=afterok:COLLECT_JOB --kill-on-invalid-dep=yes" if needed else ""
     print(f"\n# sbatch{after} {layout.script('ID', 'grid')}\n{script}", file=stream)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS
+from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS, did_you_mean
 from offline_gitd.config.fields import MAX_SEEDS, base_type, coerce_value, parse_int_range
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.command import COLLECT_KEYS as COLLECT_FILE_KEYS
@@ -105,6 +105,9 @@ class SweepSpec:
     collect: tuple[CollectStep, ...]
     fixed: Mapping[str, Any]
     grid: Mapping[str, list[Any]]
+    # ``--only AXIS=VALUE``: the runs of one grid entry per named axis; the rest of the grid still
+    # names the runs, so a run is the same run (directory, config hash) with or without it.
+    only: tuple[tuple[str, str], ...] = ()
 
     @property
     def config_class(self) -> type:
@@ -137,18 +140,7 @@ def load_spec(path: Path) -> SweepSpec:
     if command not in COMMANDS:
         raise ConfigError(f"{where}: command must be one of {', '.join(map(repr, COMMANDS))}, got {command!r}")
     board = raw.get("board", "leaderboard.csv")
-    if not isinstance(board, str) or not board.endswith(".csv"):
-        raise ConfigError(f"{where}: board must be a .csv file name, got {board!r}")
-    try:
-        placeholders = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(board)]
-    except ValueError as err:
-        raise ConfigError(f"{where}: board {board!r}: {err}") from None
-    # Only bare {field}: values are filled in as slugs (strings), so a format spec ({T:d}) or a
-    # conversion ({T!x}) would fail, or name another field ({T:{K}}), only once the grid expands.
-    if any(
-        name is not None and (not name.isidentifier() or spec or conversion) for name, spec, conversion in placeholders
-    ):
-        raise ConfigError(f"{where}: board {board!r}: a placeholder must be a field name, like {{T}}")
+    check_board(f"{where}: board", board)
     allow_new_env = raw.get("allow_new_env", True)
     if not isinstance(allow_new_env, bool):
         raise ConfigError(f"{where}: allow_new_env must be true or false, got {allow_new_env!r}")
@@ -170,6 +162,63 @@ def load_spec(path: Path) -> SweepSpec:
         raise ConfigError(f"{where}: [grid] is empty: a sweep needs at least one field with a list of values")
     expand(spec)  # every run's config is validated before anything runs
     return spec
+
+
+def check_board(where: str, board: Any) -> None:
+    """A board is a ``.csv`` path whose ``{field}`` placeholders are bare field names."""
+    if not isinstance(board, str) or not board.endswith(".csv"):
+        raise ConfigError(f"{where} must be a .csv file name, got {board!r}")
+    try:
+        placeholders = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(board)]
+    except ValueError as err:
+        raise ConfigError(f"{where} {board!r}: {err}") from None
+    # Only bare {field}: values are filled in as slugs (strings), so a format spec ({T:d}) or a
+    # conversion ({T!x}) would fail, or name another field ({T:{K}}), only once the grid expands.
+    if any(
+        name is not None and (not name.isidentifier() or spec or conversion) for name, spec, conversion in placeholders
+    ):
+        raise ConfigError(f"{where} {board!r}: a placeholder must be a field name, like {{T}}")
+
+
+def with_board(spec: SweepSpec, board: Path) -> SweepSpec:
+    """``spec`` with its board replaced by ``--board`` (a path from the current directory, made
+    absolute, so it no longer depends on ``--out``): the way to point a sweep at the board
+    committed in the repository (docs/sweeps.md#moving-a-sweep-to-another-machine)."""
+    check_board("--board", str(board))
+    replaced = dataclasses.replace(spec, board=str(board.absolute()))
+    try:
+        expand(replaced)  # the spec is valid: only a placeholder the grid does not set can fail
+    except ConfigError as err:
+        raise ConfigError(f"--board {board}: {str(err).rpartition(': ')[2]}") from None
+    return replaced
+
+
+def with_only(spec: SweepSpec, selections: Sequence[str]) -> SweepSpec:
+    """``spec`` narrowed to the runs of the grid entries ``selections`` name (``game=breakout``:
+    the entry named ``breakout``, or the value ``breakout``, of axis ``game``), for a sweep done a
+    part at a time (docs/sweeps.md#a-part-of-a-grid): only the datasets those runs train on are
+    recorded, and run names are those of the whole grid."""
+    axes = dict(_axes(spec))
+    only = []
+    for text in selections:
+        axis, sep, value = text.partition("=")
+        if not sep or not axis or not value:
+            raise ConfigError(f"--only {text!r}: expected AXIS=VALUE, e.g. game=breakout")
+        if axis not in axes:
+            raise ConfigError(f"--only {text}: the grid has no axis {axis!r}{did_you_mean(axis, axes)}")
+        labels = [_only_label(label, fields, axis) for label, fields in axes[axis]]
+        if value not in labels:
+            raise ConfigError(
+                f"--only {text}: axis {axis} has no entry {value!r}{did_you_mean(value, labels)} "
+                f"(entries: {', '.join(labels)})"
+            )
+        only.append((axis, value))
+    return dataclasses.replace(spec, only=tuple(only))
+
+
+def _only_label(label: str | None, fields: Mapping[str, Any], axis: str) -> str:
+    """What ``--only AXIS=VALUE`` matches a grid entry by: its name, or its one value."""
+    return label if label is not None else _format(fields.get(axis, ""))
 
 
 def _table(where: str, name: str, value: Any) -> dict[str, Any]:
@@ -320,7 +369,13 @@ def expand(spec: SweepSpec) -> list[RunPlan]:
     varying = [axis for axis, entries in axes if len(entries) > 1]
     plans: list[RunPlan] = []
     sources = {name: f"[fixed] {name}" for name in fixed}
+    wanted = dict(spec.only)
     for combination in itertools.product(*(entries for _, entries in axes)):
+        if any(
+            axis in wanted and _only_label(label, entry, axis) != wanted[axis]
+            for (axis, _), (label, entry) in zip(axes, combination, strict=True)
+        ):
+            continue
         fields = dict(fixed)
         parts = []
         for (axis, _), (label, entry) in zip(axes, combination, strict=True):

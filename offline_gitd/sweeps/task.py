@@ -99,7 +99,7 @@ def execute(name: str, argv: list[str], root: str, sweep_id: str, gpus: float, r
     retried = previous.get("status") == "running" and previous.get("sweep_id") == sweep_id
     attempt = previous.get("attempt", 0) + 1 if retried else 1
     if not resumable:
-        return _run_entry(name, list(argv), argv, paths, sweep_id, attempt)
+        return _run_entry(name, list(argv), argv, paths, sweep_id, attempt, resumed=False)
     run_dir = paths.run_dir(name)
     # The run's one writer from here (docs/locks.md). A retry after a lost node may find the lost
     # attempt's lock not yet stale, and waits that out; anyone else's run is left to its holder.
@@ -108,7 +108,7 @@ def execute(name: str, argv: list[str], root: str, sweep_id: str, gpus: float, r
         with hold_run_dir(run_dir, wait=wait):
             resume = (run_dir / CONFIG_FILE).exists()
             command = [*argv, "--out", str(run_dir), "--no-progress"] + (["--resume"] if resume else [])
-            return _run_entry(name, command, argv, paths, sweep_id, attempt)
+            return _run_entry(name, command, argv, paths, sweep_id, attempt, resumed=resume)
     except LockBusy as busy:
         return {"name": name, "status": "busy", "error": str(busy), "seconds": 0.0, "attempt": 0}
 
@@ -120,9 +120,12 @@ def _run_entry(
     paths: SweepPaths,
     sweep_id: str,
     attempt: int,
+    resumed: bool,
 ) -> dict[str, Any]:
-    """Run ``command`` as entry ``name``, recording its state before and after."""
+    """Run ``command`` as entry ``name``, recording its state before and after, with the wall
+    time it took and the host it ran on (the sweep publishes both, docs/sweeps.md#timings)."""
     state_path = paths.state(name)
+    host = socket.gethostname()
     update_state(
         state_path,
         name=name,
@@ -130,6 +133,9 @@ def _run_entry(
         sweep_id=sweep_id,
         attempt=attempt,
         node=_node_id(),
+        host=host,
+        resumed=resumed,
+        cached=False,
         argv=list(argv),
         started_at=now(),
         error=None,
@@ -139,7 +145,8 @@ def _run_entry(
     status = "failed" if error else "done"
     seconds = round(time.perf_counter() - started, 1)
     update_state(state_path, status=status, error=error, seconds=seconds, finished_at=now())
-    return {"name": name, "status": status, "error": error, "seconds": seconds, "attempt": attempt}
+    outcome = {"name": name, "status": status, "error": error, "seconds": seconds, "attempt": attempt}
+    return {**outcome, "host": host, "resumed": resumed}
 
 
 def collect_dataset(
@@ -155,7 +162,7 @@ def collect_dataset(
     use_minari_root(data_dir)
     if dataset_id in minari.list_local_datasets():
         state = SweepPaths(Path(root)).state(name)
-        update_state(state, name=name, status="done", sweep_id=sweep_id, argv=list(argv), error=None)
+        update_state(state, name=name, status="done", sweep_id=sweep_id, argv=list(argv), error=None, cached=True)
         return {"name": name, "status": "done", "error": None, "seconds": 0.0, "attempt": 1, "cached": True}
     return execute(name, argv, root, sweep_id, 0, resumable=False)
 

@@ -45,12 +45,17 @@ def status_text(out: Path) -> str:
         driver = "no driver running"
     paths = SweepPaths(out)
     runs: dict[str, list[str]] = sweep.get("runs", {})
+    on_board = set(sweep.get("on_board", []))  # done on the board alone (docs/sweeps.md)
     width = max((len(name) for name in runs), default=3)
     lines = [f"sweep {out} ({sweep.get('spec', '?')}): {driver}"]
     count: Counter[str] = Counter()
     for name, argv in runs.items():
         state = read_state(paths.state(name))
         status = state.get("status", "queued") if state.get("argv") == argv else "queued"
+        if status == "queued" and name in on_board:
+            count["done"] += 1
+            lines.append(f"  {name:<{width}}  {'done':<8} all its rows on its board (no run directory here)")
+            continue
         count[status] += 1
         detail = []
         if status == "running":

@@ -193,8 +193,11 @@ def test_sweep_submission_is_idempotent(tmp_path: Path) -> None:
     content = board.read_bytes()
     assert submit([run], board, allow_new_env=True, skip_existing=True).added[run] == 0
     assert board.read_bytes() == content
+    changed = write_run(tmp_path / "a", env="Pong", algorithm="cql", critic="td", seed=0, steps=[10], returns=[9.0])
     with pytest.raises(Exception, match="run_id, seed and step"):
-        submit([run], board, allow_new_env=True)  # without it, a repeat is still refused
+        submit([changed], board, allow_new_env=True)  # without it, a row that differs is still refused
+    assert submit([changed], board, allow_new_env=True, skip_existing=True).added[changed] == 0
+    assert board.read_bytes() == content
     grown = write_run(
         tmp_path / "a", env="Pong", algorithm="cql", critic="td", seed=0, steps=[0, 10, 20], returns=[1.0, 2.0, 3.0]
     )
@@ -210,3 +213,37 @@ def test_a_spec_takes_the_flags_own_notation(tmp_path: Path) -> None:
     plans = expand(load_spec(spec))
     assert {p.fields["utd"] for p in plans} == {0.25}
     assert "--utd" in plans[0].argv and plans[0].argv[plans[0].argv.index("--utd") + 1] == "0.25"
+
+
+def test_only_keeps_one_grid_entry_and_the_whole_grids_run_names() -> None:
+    from offline_gitd.sweeps.core import needed_collect
+    from offline_gitd.sweeps.spec import with_only
+
+    spec = load_spec(SWEEPS / "minatar_offline.toml")
+    whole = {plan.name: plan for plan in expand(spec)}
+    part = expand(with_only(spec, ["game=breakout"]))
+    assert [plan.name for plan in part] == [name for name in whole if name.startswith("breakout_")]
+    assert all(plan == whole[plan.name] for plan in part)  # the same runs, named and configured alike
+    assert [step.env for step in needed_collect(spec, part)] == ["MinAtar/Breakout-v1"]
+    two = expand(with_only(spec, ["game=freeway", "method=bc"]))
+    assert [plan.name for plan in two] == ["freeway_bc"]
+    # a grid of plain values is selected by the value
+    gym = load_spec(SWEEPS / "gym_offline.toml")
+    axis, values = next((axis, values) for axis, values in gym.grid.items() if not isinstance(values[0], dict))
+    chosen = expand(with_only(gym, [f"{axis}={values[0]}"]))
+    assert 0 < len(chosen) < len(expand(gym))
+
+
+@pytest.mark.parametrize(
+    "selection, message",
+    [
+        ("game=breakot", r"axis game has no entry 'breakot'; did you mean 'breakout'\?"),
+        ("gam=breakout", r"no axis 'gam'; did you mean 'game'\?"),
+        ("breakout", r"expected AXIS=VALUE"),
+    ],
+)
+def test_only_refuses_what_the_grid_does_not_hold(selection: str, message: str) -> None:
+    from offline_gitd.sweeps.spec import with_only
+
+    with pytest.raises(ConfigError, match=message):
+        with_only(load_spec(SWEEPS / "minatar_offline.toml"), [selection])
