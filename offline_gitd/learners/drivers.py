@@ -199,6 +199,46 @@ def make_chunk_runner(
     raise ValueError(f"unknown driver {driver!r}; choose one of {', '.join(DRIVERS)}")
 
 
+def make_update_then_act(
+    step: Step,
+    act: Callable[..., Any],
+    driver: str,
+    options: dict[str, Any] | None = None,
+    act_in_axes: tuple[int | None, ...] = (0, 0),
+) -> Callable[..., tuple[Any, dict[str, Any], Any]]:
+    """The online loop's work between two env steps as one compiled call (docs/online.md#one-call-per-env-step):
+    ``(state, batches, *act_args) -> (state, metrics, actions)`` runs the env step's updates on every
+    seed (vmapped), then the next env step's policy ``act(state, *act_args)`` per seed on the updated
+    state, so the host dispatches one program and waits once per env step instead of dispatching
+    the update, stacking its metrics and then acting in calls of their own.
+
+    ``batches``: leaves [M, seeds, ...] for ``scan``; a tuple of M pytrees with leaves [seeds, ...]
+    for ``loop``, written out in the program (the M a UTD ratio gives is small and fixed, so few
+    programs are compiled; convolutional steps stay out of ``scan`` bodies as :func:`choose_driver`
+    says). ``act_in_axes``: ``jax.vmap``'s for ``(state, *act_args)``.
+    """
+    seeded = jax.vmap(step)
+    acting = jax.vmap(act, in_axes=act_in_axes)
+    if driver == "scan":
+
+        def fused(state: Any, batches: Any, *act_args: Any) -> tuple[Any, dict[str, Any], Any]:
+            state, metrics = jax.lax.scan(seeded, state, batches)
+            return state, metrics, acting(state, *act_args)
+
+    elif driver == "loop":
+
+        def fused(state: Any, batches: Any, *act_args: Any) -> tuple[Any, dict[str, Any], Any]:
+            metrics = []
+            for batch in batches:
+                state, aux = seeded(state, batch)
+                metrics.append(aux)
+            return state, jax.tree.map(lambda *xs: jnp.stack(xs), *metrics), acting(state, *act_args)
+
+    else:
+        raise ValueError(f"unknown driver {driver!r}; choose one of {', '.join(DRIVERS)}")
+    return jax.jit(fused, donate_argnums=0, compiler_options=options or None)
+
+
 def make_frame_chunk_runner(
     step: Step, driver: str, stack: int, shared_pool: bool, seeds: str = "vmap", options: dict[str, Any] | None = None
 ) -> Callable[[Any, FrameChunk], tuple[Any, dict[str, Any]]]:

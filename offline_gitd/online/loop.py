@@ -36,6 +36,7 @@ from offline_gitd.learners.drivers import (
     choose_driver,
     choose_seed_strategy,
     make_chunk_runner,
+    make_update_then_act,
 )
 from offline_gitd.learners.family import Family
 from offline_gitd.online.config import OnlineConfig
@@ -131,27 +132,40 @@ class OnlineRun:
         self.wrap_env = wrap_env or (lambda env: env)
         self.owns_envs = wrap_env is None  # wrapped envs (a DataCollector) are the caller's to close
         self.driver = choose_driver(cfg.driver, cfg.torso)
-        self.run_chunk = make_chunk_runner(
-            family.step, self.driver, choose_seed_strategy("auto", cfg.torso), choose_compiler_options()
-        )
+        strategy = choose_seed_strategy("auto", cfg.torso)
+        self.run_chunk = make_chunk_runner(family.step, self.driver, strategy, choose_compiler_options())
         seeds = jnp.asarray(self.seeds)
         self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))
         self.origin = origin
         if origin is not None:
             self.state = origin.state
+        # One seed's action for env step t from its state and observation (SAC: a sample keyed by
+        # (seed, t)); ``act_args(obs, t)`` are its arguments after the state, ``act_axes`` their vmap axes.
         if cfg.algo == "dqn":
-            greedy = jax.jit(jax.vmap(lambda s, o: family.act(s, o[None], None)[0]))
-            self.policy = lambda state, obs, step: greedy(state, obs)
+
+            def act_one(s: Any, o: Any) -> Any:
+                return family.act(s, o[None], None)[0]
+
+            self.act_args: Callable[[Any, int], tuple[Any, ...]] = lambda obs, t: (obs,)
+            act_axes: tuple[int | None, ...] = (0, 0)
         else:
-            explore = jax.jit(
-                jax.vmap(
-                    lambda s, o, seed, t: family.explore(s, o[None], jax.random.fold_in(jax.random.PRNGKey(seed), t))[
-                        0
-                    ],
-                    in_axes=(0, 0, 0, None),
-                )
-            )
-            self.policy = lambda state, obs, step: explore(state, obs, seeds, step)
+
+            def act_one(s: Any, o: Any, seed: Any, t: Any) -> Any:
+                return family.explore(s, o[None], jax.random.fold_in(jax.random.PRNGKey(seed), t))[0]
+
+            self.act_args = lambda obs, t: (obs, seeds, t)
+            act_axes = (0, 0, 0, None)
+        acting = jax.jit(jax.vmap(act_one, in_axes=act_axes))
+        self.policy = lambda state, obs, step: acting(state, *self.act_args(obs, step))
+        # The updates of an env step and the next step's policy in one compiled call
+        # (docs/online.md#one-call-per-env-step); per-seed programs (Atari torsos on the CPU) and
+        # PER (priorities written back between updates) keep the separate calls.
+        self.update_then_act = (
+            make_update_then_act(family.step, act_one, self.driver, choose_compiler_options(), act_axes)
+            if strategy == "vmap" and not cfg.per
+            else None
+        )
+        self.next_actions: np.ndarray | None = None  # the policy's choice for the next env step, if made
         self.metric_columns = self._metric_columns(family, info)
         self.run = run
         self.provenance = run.open()
@@ -215,7 +229,7 @@ class OnlineRun:
         path = host_state_path(self.run_dir, step)
         path.parent.mkdir(exist_ok=True)
         with deferred_interrupt():
-            write_host_state(path, self.updates, self.slots, self.info.spaces.action_kind == "continuous")
+            write_host_state(path, self.updates, self.slots, self.info)
             self.run.save(step, self.state)
             saved = [p for suffix in (SUFFIX, LEGACY_SUFFIX) for p in path.parent.glob(f"*{suffix}")]
             kept = sorted({int(p.stem) for p in saved if p.stem.isdigit()}, reverse=True)[:2]
@@ -237,7 +251,9 @@ class OnlineRun:
         cfg = self.cfg
         if step - 1 < cfg.initial_samples:
             return [self._random_action(slot) for slot in self.slots]
-        chosen = np.asarray(self.policy(self.state, np.stack([slot.obs for slot in self.slots]), step))
+        chosen, self.next_actions = self.next_actions, None
+        if chosen is None:
+            chosen = np.asarray(self.policy(self.state, np.stack([slot.obs for slot in self.slots]), step))
         if cfg.algo == "sac":
             return [a.astype(np.float32) for a in chosen]
         epsilon = epsilon_at(step - 1, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
@@ -277,10 +293,20 @@ class OnlineRun:
         drawn = [slot.replay.sample_with_rows(self.cfg.batch_size, slot.rng) for slot in self.slots]
         return stack_seeds([batch for batch, _ in drawn]), [rows for _, rows in drawn]
 
-    def _run_updates(self, batches: list[Batch], step: int) -> dict[str, np.ndarray]:
-        chunk = jax.tree.map(lambda *xs: np.stack(xs), *batches) if self.driver == "scan" else batches
-        self.state, aux = self.run_chunk(self.state, chunk)
-        aux = jax.device_get(aux)  # [count, seeds, ...]
+    def _run_updates(self, batches: list[Batch], step: int, act_next: bool = False) -> dict[str, np.ndarray]:
+        """Run ``batches`` as one chunk; with ``act_next``, the policy's actions for env step
+        ``step + 1`` come back from the same call (kept in ``next_actions``)."""
+        if self.driver == "scan":
+            chunk: Any = jax.tree.map(lambda *xs: np.stack(xs), *batches)
+        else:
+            chunk = tuple(batches) if act_next else batches
+        if act_next:
+            obs = np.stack([slot.obs for slot in self.slots])
+            self.state, aux, actions = self.update_then_act(self.state, chunk, *self.act_args(obs, step + 1))
+            aux, self.next_actions = jax.device_get((aux, actions))  # one wait per env step
+        else:
+            self.state, aux = self.run_chunk(self.state, chunk)
+            aux = jax.device_get(aux)  # [count, seeds, ...]
         loss = np.asarray(aux["loss"])
         self.run.check_finite(loss, self.seeds, lambda i: f"env step {step}, update {self.updates + i + 1}")
         self.updates += len(loss)
@@ -295,7 +321,17 @@ class OnlineRun:
         are written back (Schaul et al. 2016); otherwise the batches are drawn up front (the replay
         does not change in between) and run as one chunk."""
         if not self.cfg.per:
-            self._run_updates([self._sample()[0] for _ in range(count)], step)
+            # The next step's actions come with the updates unless that step is past the run's end,
+            # still random, or follows a checkpoint: a run resumed there acts in a call of its own,
+            # so the uninterrupted run must too for the two to stay identical bit for bit.
+            cfg = self.cfg
+            act_next = (
+                self.update_then_act is not None
+                and step < cfg.steps
+                and step >= cfg.initial_samples
+                and step % cfg.checkpoint_every != 0
+            )
+            self._run_updates([self._sample()[0] for _ in range(count)], step, act_next)
             return
         for _ in range(count):
             batch, rows = self._sample()

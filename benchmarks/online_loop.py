@@ -1,0 +1,211 @@
+"""The online loop against the cost of its updates (docs/benchmarks.md#the-online-loop).
+
+Run by hand (speed is never asserted by a test):
+
+    .venv/bin/python benchmarks/online_loop.py                      # Breakout and CartPole, td and gitd, 1 and 5 seeds
+    .venv/bin/python benchmarks/online_loop.py --envs MinAtar/Breakout-v1 --critics td --seeds 1
+    .venv/bin/python benchmarks/online_loop.py --compare-with /path/to/older/checkout   # (a) of both trees, interleaved
+
+For each env, critic and number of seeds, at one update per env step, it times:
+
+(a) the loop as users run it: ``offline_gitd online dqn`` in a process of its own, its speed read
+    from ``metrics.csv`` (the two logging windows after the one that compiles), env steps per second;
+(b) the update floor: the same number of updates with no environment, the loop's own compiled
+    step called once per update on batches of the same shapes, waiting only at the end;
+(c) acting + env + replay alone: the loop's own env step (policy, env, replay add) and batch
+    sampling with no update.
+
+and prints (a) in env steps/s, (b) and (c) in ms per env step and (a)/(b), the loop's cost over
+its updates' (target: at most 1.25 for MinAtar DQN). ``--compare-with`` runs (a) from another
+checkout of the package too (its ``offline_gitd`` on ``PYTHONPATH``), in rounds interleaved with
+this tree's, so load from other processes falls on both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from offline_gitd.learners.drivers import (
+    choose_compiler_options,
+    choose_driver,
+    choose_seed_strategy,
+    make_chunk_runner,
+)
+from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.loop import EPISODE_COLUMNS, EPISODES_FILE, OnlineRun
+from offline_gitd.online.train import build_family, resolve_config
+from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
+
+ROOT = Path(__file__).resolve().parents[1]
+INITIAL = 1_000  # random steps before the first update (small: the timed windows come after)
+
+
+def cli_window(tree: Path, env: str, critic: str, seeds: int, window: int) -> float:
+    """(a): env steps/s of the second logging window of a real run of ``tree``'s package."""
+    with tempfile.TemporaryDirectory(prefix="online-loop-") as tmp:
+        seed_list = f"0-{seeds - 1}" if seeds > 1 else "0"
+        steps = 3 * window  # the first window holds the random steps and compiles
+        python = [sys.executable, "-m", "offline_gitd.cli"]
+        args = [
+            "online",
+            "dqn",
+            "--env",
+            env,
+            "--critic",
+            critic,
+            "--seeds",
+            seed_list,
+            "--steps",
+            str(steps),
+            "--initial-samples",
+            str(min(INITIAL, window // 2)),
+            "--log-every",
+            str(window),
+            "--checkpoint-every",
+            str(steps),
+            "--utd",
+            "1",
+            "--out",
+            f"{tmp}/run",
+            "--no-progress",
+            "--no-tensorboard",
+        ]
+        env_vars = {**os.environ, "PYTHONPATH": str(tree)}
+        subprocess.run(python + args, check=True, env=env_vars, cwd=tmp, capture_output=True)
+        with open(f"{tmp}/run/metrics.csv") as f:
+            rows = [row for row in csv.DictReader(f) if row["seed"] == "0"]
+        return window / statistics.median(float(row["window_seconds"]) for row in rows[1:])
+
+
+def make_run(env: str, critic: str, seeds: int, out: Path) -> OnlineRun:
+    """The loop's own object, started (envs reset, replays empty), for (b) and (c)."""
+    cfg, info = resolve_config(
+        OnlineConfig(
+            algo="dqn",
+            env=env,
+            critic=critic,
+            seeds=f"0-{seeds - 1}" if seeds > 1 else "0",
+            steps=10**9,
+            initial_samples=INITIAL,
+            utd=1.0,
+            out=str(out),
+        )
+    )
+    family = build_family(cfg, info)
+    record, made_by = run_record(
+        cfg,
+        suite=info.suite,
+        env=info.name,
+        method_config=cfg.method_config(info.domain),
+        command_line=None,
+        data_dir=None,
+    )
+    run = RunLifecycle(
+        out,
+        record,
+        made_by,
+        resume=False,
+        overwrite=True,
+        outputs=None,
+        unit="env step",
+        extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
+    )
+    loop = OnlineRun(cfg, info, family, out, False, None, run)
+    loop.start()
+    return loop
+
+
+def fill(loop: OnlineRun) -> None:
+    """The initial random steps: the replay then holds what the timed work samples from."""
+    for step in range(1, INITIAL + 1):
+        loop._env_step(step)
+
+
+def update_floor(loop: OnlineRun, window: int, chunk: int = 100) -> float:
+    """(b): seconds per update of the loop's compiled step, dispatched back to back in chunks of
+    ``chunk`` updates (the offline loop's way: metrics stay on the device until a chunk ends)."""
+    cfg = loop.cfg
+    driver = choose_driver(cfg.driver, cfg.torso)
+    runner = make_chunk_runner(
+        loop.family.step, driver, choose_seed_strategy("auto", cfg.torso), choose_compiler_options()
+    )
+
+    def as_chunk(batches: list) -> object:
+        return jax.tree.map(lambda *xs: np.stack(xs), *batches) if driver == "scan" else batches
+
+    chunks = [as_chunk([loop._sample()[0] for _ in range(chunk)]) for _ in range(max(1, window // chunk))]
+    state = jax.tree.map(lambda x: x.copy(), loop.state)
+    state, aux = runner(state, chunks[0])  # compiles
+    jax.block_until_ready(aux)
+    start = time.perf_counter()
+    for batches in chunks:
+        state, aux = runner(state, batches)
+    jax.block_until_ready((state, aux))
+    return (time.perf_counter() - start) / (len(chunks) * chunk)
+
+
+def acting_alone(loop: OnlineRun, first_step: int, window: int) -> float:
+    """(c): seconds per env step of acting, env and replay (add and sample), no update."""
+    loop._env_step(first_step)  # compiles the policy
+    loop._sample()
+    start = time.perf_counter()
+    for step in range(first_step + 1, first_step + 1 + window):
+        loop._env_step(step)
+        loop._sample()
+    return (time.perf_counter() - start) / window
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", default="MinAtar/Breakout-v1,CartPole-v1")
+    parser.add_argument("--critics", default="td,gitd")
+    parser.add_argument("--seeds", default="1,5")
+    parser.add_argument("--window", type=int, default=4_000, help="env steps timed per measurement")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compare-with", type=Path, default=None, help="another checkout's root, for (a)")
+    args = parser.parse_args()
+    print(f"jax {jax.__version__}, {jax.default_backend()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    trees = {"this tree": ROOT} | ({"compared": args.compare_with.resolve()} if args.compare_with else {})
+    header = (
+        f"{'env':22} {'critic':6} {'seeds':>5} | "
+        + " ".join(f"{'(a) ' + name:>18}" for name in trees)
+        + f" | {'(b) ms/upd':>10} {'(c) ms/step':>11} | {'(a)/(b)':>7} {'(b)+(c)':>8}"
+    )
+    print(header)
+    for env in args.envs.split(","):
+        for critic in args.critics.split(","):
+            for seeds in (int(s) for s in args.seeds.split(",")):
+                rates: dict[str, list[float]] = {name: [] for name in trees}
+                floors, acting = [], []
+                with tempfile.TemporaryDirectory(prefix="online-loop-") as tmp:
+                    loop = make_run(env, critic, seeds, Path(tmp) / "run")
+                    fill(loop)
+                    for _ in range(args.rounds):
+                        for name, tree in trees.items():
+                            rates[name].append(cli_window(tree, env, critic, seeds, args.window))
+                        floors.append(update_floor(loop, args.window))
+                        acting.append(acting_alone(loop, INITIAL + 1 + len(acting) * (args.window + 1), args.window))
+                floor = statistics.median(floors)
+                cells = " ".join(f"{statistics.median(r):>14.0f} st/s" for r in rates.values())
+                mine = statistics.median(rates["this tree"])
+                print(
+                    f"{env:22} {critic:6} {seeds:>5} | {cells} | {floor * 1e3:>10.3f} {statistics.median(acting) * 1e3:>11.3f}"
+                    f" | {1 / mine / floor:>7.2f} {(floor + statistics.median(acting)) * 1e3:>6.3f}ms",
+                    flush=True,
+                )
+    print(f"load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
