@@ -22,20 +22,12 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
 from pathlib import Path
 
-ENV_VAR = "OFFLINE_GITD_DATA"
-
-
-def data_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Resolve the data root: explicit argument, then ``$OFFLINE_GITD_DATA``, then the cache dir."""
-    if data_dir:
-        return Path(data_dir).expanduser()
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR]).expanduser()
-    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(cache_home) / "offline_gitd"
+# Re-exported: where the data root and the Minari datasets are is decided in one ground-floor module.
+from offline_gitd.data_roots import ENV_VAR as ENV_VAR
+from offline_gitd.data_roots import data_root as data_root
+from offline_gitd.data_roots import minari_datasets_dir as minari_datasets_dir
 
 
 def data_dir_flag(data_dir: str | os.PathLike[str] | None) -> str:
@@ -57,18 +49,6 @@ def rlu_shard_name(run: int, shard: int, num_shards: int) -> str:
 def rlu_cache_dir(root: Path, game: str, run: int, checkpoint: int) -> Path:
     """Folder of one checkpoint's decoded, memory-mapped arrays."""
     return root / "rlu_atari" / "cache" / game / f"run_{run}" / f"checkpoint_{checkpoint:02d}"
-
-
-def minari_datasets_dir(data_dir: str | os.PathLike[str] | None, env: Mapping[str, str] = os.environ) -> Path:
-    """Where Minari datasets live: ``{root}/minari`` when a data root is chosen (``data_dir``, else
-    ``$OFFLINE_GITD_DATA``), else minari's own root (``$MINARI_DATASETS_PATH``, ``~/.minari``)."""
-    if data_dir:
-        return Path(data_dir).expanduser() / "minari"
-    if env.get(ENV_VAR):
-        return Path(env[ENV_VAR]).expanduser() / "minari"
-    if env.get("MINARI_DATASETS_PATH"):
-        return Path(env["MINARI_DATASETS_PATH"]).expanduser()
-    return Path.home() / ".minari" / "datasets"
 
 
 def use_minari_root(data_dir: str | os.PathLike[str] | None) -> Path:

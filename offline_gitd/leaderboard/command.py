@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offline_gitd.leaderboard.normalise import NORMALISATIONS
+from offline_gitd.leaderboard.normalise import DEFAULT_NORMALISATION, NORMALISATIONS
 from offline_gitd.leaderboard.show import FORMATS
 from offline_gitd.output_paths import require_dir_target, require_file_target
 
@@ -81,10 +81,20 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--normalise",
         choices=NORMALISATIONS,
-        default="baseline",
-        help="baseline: relative to the baseline's mean final score b per env, x / b for b > 0 as in the "
-        "paper and 1 + (x - b) / |b| for b < 0, so 1 is the baseline and higher is better; human: Atari "
-        "(x - random) / (human - random); d4rl: 100 (x - min) / (max - min) (default %(default)s)",
+        default=DEFAULT_NORMALISATION,
+        help="auto: per env the best reference the data has (the dataset's own ref_min/ref_max_score, "
+        "then its DQN-replay score, then D4RL's or Atari's human table), else the baseline; each env's "
+        "choice is printed. baseline: relative to the baseline's mean final score b per env, x / b for "
+        "b > 0 as in the paper and 1 + (x - b) / |b| for b < 0; minari: 100 (x - ref_min_score) / "
+        "(ref_max_score - ref_min_score) from the datasets' metadata; dqn-replay: (x - random) / "
+        "(DQN replay - random); human: Atari (x - random) / (human - random); d4rl: 100 (x - min) / "
+        "(max - min) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--keep-flagged-envs",
+        action="store_true",
+        help="keep in the aggregate the envs whose baseline normaliser is within noise of zero or of "
+        "random (default: flagged in one line each and left out)",
     )
     parser.add_argument("--reps", type=_reps, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)")
     parser.add_argument(
@@ -120,7 +130,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     commands = parser.add_subparsers(dest="leaderboard_command", metavar="SUBCOMMAND", required=True)
 
-    submit = commands.add_parser("submit", help="validate RUN_DIR/results.csv and append to a board")
+    submit = commands.add_parser(
+        "submit",
+        help="validate RUN_DIR/results.csv and append to a board",
+        description="Validate each RUN_DIR/results.csv against the board's schema (and the known envs of its "
+        "suite, unless --allow-new-env) and append its rows to --board, created if absent. Rows already on the "
+        "board are left out (submitting a run again changes nothing); the references of the dataset each run "
+        "trained on are kept beside the board (BOARD.references.csv).",
+        epilog="examples:\n"
+        "  offline_gitd leaderboard submit runs/ll-gitd runs/ll-td --board runs/board.csv --allow-new-env\n"
+        "  offline_gitd leaderboard submit runs/minatar/runs/* --board leaderboards/minatar_offline/board.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     submit.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     submit.add_argument(
         "--board", type=Path, required=True, help="board CSV (the file is created if absent; its directory must exist)"
@@ -130,7 +151,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     submit.set_defaults(func=run_submit)
 
-    show = commands.add_parser("show", help="print the summary table")
+    show = commands.add_parser(
+        "show",
+        help="print the summary table",
+        description="Print the board's summary per method (IQM of final scores normalised per env by --normalise, "
+        "IQM AUC relative to the baseline's, probability of improvement over the baseline, with 95% "
+        "stratified-bootstrap intervals that resample the baseline too), which reference each env was "
+        "normalised by, and the per-env table of raw final returns beside the random and reference returns.",
+        epilog="examples:\n"
+        "  offline_gitd leaderboard show --board leaderboards/example_demo.csv --baseline cql:td\n"
+        "  offline_gitd leaderboard show --board leaderboards/mujoco_offline/board.csv --baseline bc:none "
+        "--normalise minari --format markdown",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_analysis_options(show)
     show.add_argument("--format", choices=FORMATS, default="table", help="output format (default %(default)s)")
     show.set_defaults(func=run_show)
@@ -138,6 +171,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plot = commands.add_parser(
         "plot",
         help="learning curves and AUC, per-env panels, median/IQM/mean/optimality gap, performance profiles",
+        description="Draw the board's figures into --out: IQM learning curves with 95% bands and normalised AUC "
+        "(aggregate), per-env panels, median/IQM/mean/optimality gap with CIs (intervals), performance "
+        "profiles (profile), and the numbers behind them (figure_data.json).",
+        epilog="examples:\n"
+        "  offline_gitd leaderboard plot --board runs/board.csv --baseline cql:td --out runs/figures\n"
+        "  offline_gitd leaderboard plot --board leaderboards/mujoco_offline/board.csv --baseline bc:none "
+        "--format pdf --out figures",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_analysis_options(plot)
     plot.add_argument("--out", type=Path, required=True, help="directory for the figures")
@@ -160,7 +201,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     plot.set_defaults(func=run_plot)
 
-    page = commands.add_parser("html", help="a self-contained static page (index.html)")
+    page = commands.add_parser(
+        "html",
+        help="a self-contained static page (index.html)",
+        description="Write one self-contained static page, --out/index.html: the summary table (sortable), the "
+        "per-env table, the figures inlined as PNG and the board's provenance, to mail or serve from any "
+        "static host.",
+        epilog="example:\n  offline_gitd leaderboard html --board leaderboards/example_demo.csv --baseline cql:td --out site",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_analysis_options(page)
     page.add_argument("--out", type=Path, required=True, help="directory for index.html")
     page.set_defaults(func=run_html)
@@ -171,8 +220,13 @@ def run_submit(args: argparse.Namespace) -> int:
 
     require_file_target(args.board, "--board")
     report = submit(args.run_dirs, args.board, args.allow_new_env)
+    if not any(report.added.values()) and report.already:
+        print(f"nothing to add: all {report.already} row(s) are already on {report.board}, which is unchanged")
+        return 0
     for run_dir, count in report.added.items():
         print(f"added {count} row(s) from {run_dir}")
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
     print(f"board: {report.board} ({report.total_rows} rows)")
     return 0
 
@@ -180,7 +234,19 @@ def run_submit(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.show import show
 
-    print(show(args.board, args.baseline, args.normalise, args.format, args.reps, args.seed, args.envs, args.methods))
+    print(
+        show(
+            args.board,
+            args.baseline,
+            args.normalise,
+            args.format,
+            args.reps,
+            args.seed,
+            args.envs,
+            args.methods,
+            args.keep_flagged_envs,
+        )
+    )
     print(f"(from board {args.board})", file=sys.stderr)
     return 0
 
@@ -191,7 +257,15 @@ def _analyse(args: argparse.Namespace, **figure_options: object) -> Analysis:
     from offline_gitd.leaderboard.report import analyse
 
     return analyse(
-        args.board, args.baseline, args.normalise, args.reps, args.seed, args.envs, args.methods, **figure_options
+        args.board,
+        args.baseline,
+        args.normalise,
+        args.reps,
+        args.seed,
+        args.envs,
+        args.methods,
+        keep_flagged=args.keep_flagged_envs,
+        **figure_options,
     )
 
 
@@ -210,8 +284,15 @@ def run_html(args: argparse.Namespace) -> int:
 
     analysis = _analyse(args)
     provenance = board_provenance(args.board, len(analysis.scored), args.envs, args.methods)
-    path = write_page(
-        render_page(analysis.summaries, analysis.figures, analysis.baseline, args.normalise, provenance), args.out
+    page = render_page(
+        analysis.summaries,
+        analysis.figures,
+        analysis.baseline,
+        args.normalise,
+        provenance,
+        loaded=analysis.loaded,
+        per_env=analysis.per_env,
     )
+    path = write_page(page, args.out)
     print(f"wrote {path}")
     return 0

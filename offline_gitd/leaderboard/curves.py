@@ -11,7 +11,12 @@ pixels, and so that the figures and the table provably show the same estimates:
   final score is the normaliser, so the baseline's own per-env curve ends at exactly 1. (Its
   aggregate IQM need not be 1: IQM is not the mean.)
 - Median, IQM, mean and optimality gap of final scores, and the performance profile (fraction of
-  runs x envs scoring above tau), are rliable's, with the same stratified bootstrap as the table.
+  runs x envs scoring above tau), are rliable's estimators (Agarwal et al. 2021), with the same
+  stratified bootstrap as the table.
+- Every band resamples what the table's intervals resample (:mod:`offline_gitd.leaderboard.stats`):
+  each method's runs within each env and, for envs normalised by the baseline, the baseline's runs
+  and so the normaliser. Normalisations are affine in the return, so curves are smoothed in raw
+  returns and normalised per replication.
 """
 
 from __future__ import annotations
@@ -22,15 +27,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard import bootstrap
 from offline_gitd.leaderboard.normalise import final_scores
-from offline_gitd.leaderboard.stats import MethodSummary, bootstrap_ci, rliable_modules, run_matrix
+from offline_gitd.leaderboard.stats import MethodSummary, Normaliser, normaliser_of, run_matrix
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SMOOTHING_WINDOW = 5
 # Where "optimal" is for the optimality gap, per normalisation: the baseline, human, D4RL expert.
-GAP_THRESHOLD = {"baseline": 1.0, "human": 1.0, "d4rl": 100.0}
+GAP_THRESHOLD = {"auto": 1.0, "baseline": 1.0, "human": 1.0, "dqn-replay": 1.0, "d4rl": 100.0, "minari": 100.0}
 PROFILE_POINTS = 101
 INTERVAL_METRICS = ("Median", "IQM", "Mean", "Optimality gap")
 
@@ -48,12 +54,22 @@ def centred_smooth(values: np.ndarray, window: int = SMOOTHING_WINDOW) -> np.nda
 
 
 def smoothed(scored: pd.DataFrame, column: str = "score") -> pd.DataFrame:
-    """``scored`` sorted by run and step, with ``smooth``: :func:`centred_smooth` of ``column`` per run."""
-    ordered = scored.sort_values(["run", "step"]).copy()
-    ordered["smooth"] = np.nan
-    for _, index in ordered.groupby("run").groups.items():
-        ordered.loc[index, "smooth"] = centred_smooth(ordered.loc[index, column].to_numpy())
-    return ordered
+    """``scored`` sorted by run and step, with ``smooth``: :func:`centred_smooth` of ``column`` per
+    run, all runs at once (cumulative sums within each run's block of rows)."""
+    ordered = scored.sort_values(["run", "step"]).reset_index(drop=True)
+    values = ordered[column].to_numpy(dtype=float)
+    run_codes = ordered["run"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, run_codes[1:] != run_codes[:-1]])
+    lengths = np.diff(np.r_[starts, len(values)])
+    first = np.repeat(starts, lengths)
+    position = np.arange(len(values)) - first
+    n = np.repeat(lengths, lengths)
+    half = np.minimum(np.minimum(SMOOTHING_WINDOW // 2, position), n - 1 - position)
+    total = np.r_[0.0, np.cumsum(values)]
+    index = np.arange(len(values))
+    out = (total[index + half + 1] - total[index - half]) / (2 * half + 1)
+    out[half == 0] = values[half == 0]  # a window of one point is the point itself, exactly
+    return ordered.assign(smooth=out)
 
 
 def select_methods(scored: pd.DataFrame, names: Sequence[str] | None) -> list[str]:
@@ -75,32 +91,88 @@ def select_methods(scored: pd.DataFrame, names: Sequence[str] | None) -> list[st
 
 def _curve_tensor(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(steps, runs x envs x steps array) of one method's smoothed values on the steps all share."""
-    steps = sorted(set.intersection(*(set(group["step"]) for _, group in runs.groupby("run"))))
-    table = runs[runs["step"].isin(steps)].pivot(index="run", columns="step", values="smooth")
-    per_env = []
-    for _, group in runs.groupby("env"):
-        order = group.drop_duplicates("run").sort_values(["seed", "run"])["run"]
-        per_env.append(table.loc[order, steps].to_numpy())
-    return np.asarray(steps), np.stack(per_env, axis=1)
+    table = runs.pivot(index="run", columns="step", values="smooth")
+    table = table.loc[:, table.notna().all(axis=0)]
+    steps = np.asarray(table.columns)
+    order = runs.drop_duplicates("run").sort_values(["env", "seed", "run"])
+    envs = order["env"].nunique()
+    tensor = table.loc[order["run"]].to_numpy(dtype=float)
+    return steps, tensor.reshape(envs, -1, len(steps)).transpose(1, 0, 2)
 
 
 def iqm_per_step(scores: np.ndarray) -> np.ndarray:
     """rliable's ``aggregate_iqm`` (a 25% trimmed mean over runs x envs) at every step of a
-    runs x envs x steps array, in one vectorised call instead of one per step."""
-    from scipy.stats import trim_mean
-
-    return trim_mean(scores.reshape(-1, scores.shape[-1]), proportiontocut=0.25, axis=0)
+    runs x envs x steps array (and any leading axes), in one vectorised call."""
+    return bootstrap.iqm(np.moveaxis(scores, -1, -3))
 
 
 def mean_per_step(scores: np.ndarray) -> np.ndarray:
     """The mean over runs x envs at every step (rliable's ``aggregate_mean`` with equal runs per env)."""
-    return scores.reshape(-1, scores.shape[-1]).mean(axis=0)
+    return bootstrap.mean(np.moveaxis(scores, -1, -3))
 
 
-def _band(tensor: np.ndarray, statistic: Any, reps: int, seed: int) -> dict[str, list[float]]:
-    library, _ = rliable_modules()
-    point, interval = bootstrap_ci(library, tensor, statistic, reps, seed)
-    return {"value": np.asarray(point).tolist(), "low": interval[0].tolist(), "high": interval[1].tolist()}
+class Resampler:
+    """One bootstrap for all the figures: the normaliser's coefficients per replication (from one
+    draw of the baseline's runs) and a fresh draw of runs per method, the baseline reusing its own."""
+
+    def __init__(self, scored: pd.DataFrame, reps: int, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.reps = reps
+        self.normaliser: Normaliser = normaliser_of(scored)
+        self.point = self.normaliser.resampled(None)
+        self.base_draw = None
+        finals = self.normaliser.baseline_finals
+        if finals is not None:
+            self.base_draw = bootstrap.resample_indices(self.rng, reps, *finals.shape)
+        self.coefficients = self.normaliser.resampled(self.base_draw if self.normaliser.estimated else None)
+
+    def draw(self, method: str, runs: int, envs: int) -> np.ndarray:
+        if (
+            method == self.normaliser.baseline
+            and self.base_draw is not None
+            and self.base_draw.shape[1:] == (runs, envs)
+        ):
+            return self.base_draw
+        return bootstrap.resample_indices(self.rng, self.reps, runs, envs)
+
+    def scores(self, raw: np.ndarray, envs: Sequence[str], indices: np.ndarray | None) -> np.ndarray:
+        """Normalised values of ``raw`` (runs x envs x ...) for a draw (``None``: the point), with
+        the replication's coefficients: (reps or 1) x runs x envs x ..."""
+        columns = self.normaliser.column(list(envs))
+        offset, slope = self.point if indices is None else self.coefficients
+        extra = (1,) * (raw.ndim - 2)
+        shape = (offset.shape[0], 1, len(columns), *extra)
+        if indices is None:
+            return offset[:, columns].reshape(shape) + slope[:, columns].reshape(shape) * raw[None]
+        values = bootstrap.gather(raw, indices)  # a fresh array: normalised in place
+        values *= slope[:, columns].reshape(shape)
+        values += offset[:, columns].reshape(shape)
+        return values
+
+    def env_means(self, raw: np.ndarray, env: str, indices: np.ndarray | None, normalised: bool) -> np.ndarray:
+        """The mean over resampled seeds of one env's runs x steps ``raw`` (reps x steps; ``None``:
+        the point, 1 x steps), normalised or not. The mean of an affine map is the map of the
+        mean, so each replication is a row of counts times ``raw``, then two coefficients."""
+        runs = raw.shape[0]
+        if indices is None:
+            means = raw.mean(axis=0)[None]
+            offset, slope = self.point
+        else:
+            means = bootstrap.counts(indices, runs)[:, 0, :] @ raw / runs
+            offset, slope = self.coefficients
+        if not normalised:
+            return means
+        column = self.normaliser.column([env])[0]
+        return offset[:, column : column + 1] + slope[:, column : column + 1] * means
+
+
+def _band(point: np.ndarray, samples: np.ndarray) -> dict[str, list[float]]:
+    low, high = bootstrap.percentile_interval(samples)
+    return {"value": np.asarray(point).tolist(), "low": low.tolist(), "high": high.tolist()}
+
+
+def _envs_of(runs: pd.DataFrame) -> list[str]:
+    return sorted(set(runs["env"]))
 
 
 def aggregate_data(
@@ -109,11 +181,16 @@ def aggregate_data(
     """Per method: the IQM curve over runs x envs (smoothed) with its band, the table's IQM final
     and its normalised AUC with CI."""
     by_method = {item.method: item for item in summaries}
-    frame = smoothed(scored[scored["method"].isin(methods)])
+    frame = smoothed(scored[scored["method"].isin(methods)], "return")
+    resampler = Resampler(scored, reps, seed)
     curves = {}
     for method in methods:
-        steps, tensor = _curve_tensor(frame[frame["method"] == method])
-        curves[method] = {"step": steps.tolist(), **_band(tensor, iqm_per_step, reps, seed)}
+        runs = frame[frame["method"] == method]
+        steps, tensor = _curve_tensor(runs)
+        envs = _envs_of(runs)
+        draw = resampler.draw(method, *tensor.shape[:2])
+        point = iqm_per_step(resampler.scores(tensor, envs, None))[0]
+        curves[method] = {"step": steps.tolist(), **_band(point, iqm_per_step(resampler.scores(tensor, envs, draw)))}
     return {
         "methods": list(methods),
         "curves": curves,
@@ -125,7 +202,8 @@ def aggregate_data(
 def per_env_data(scored: pd.DataFrame, methods: Sequence[str], value: str, reps: int, seed: int) -> dict[str, Any]:
     """Per env and method: the mean over seeds of the smoothed ``value`` (``score`` or raw
     ``return``) at each step, with a 95% bootstrap band over seeds."""
-    frame = smoothed(scored[scored["method"].isin(methods)], "score" if value == "score" else "return")
+    frame = smoothed(scored[scored["method"].isin(methods)], "return")
+    resampler = Resampler(scored, reps, seed)
     envs: dict[str, Any] = {}
     for env in sorted(frame["env"].unique()):
         in_env = frame[frame["env"] == env]
@@ -135,56 +213,87 @@ def per_env_data(scored: pd.DataFrame, methods: Sequence[str], value: str, reps:
             if runs.empty:
                 continue
             steps, tensor = _curve_tensor(runs)
-            envs[env][method] = {"step": steps.tolist(), **_band(tensor, mean_per_step, reps, seed)}
+            draw = _env_draw(resampler, scored, method, env, tensor.shape[0])
+            point = resampler.env_means(tensor[:, 0, :], env, None, value == "score")[0]
+            samples = resampler.env_means(tensor[:, 0, :], env, draw, value == "score")
+            envs[env][method] = {"step": steps.tolist(), **_band(point, samples)}
     return {"methods": list(methods), "value": value, "envs": envs}
 
 
-def _final_matrix(scored: pd.DataFrame, method: str) -> np.ndarray:
+def _env_draw(resampler: Resampler, scored: pd.DataFrame, method: str, env: str, runs: int) -> np.ndarray:
+    """A draw of one env's runs of a method: the baseline's column of the shared draw for the
+    baseline (its normaliser comes from the same runs), a fresh one otherwise."""
+    normaliser = resampler.normaliser
+    if method == normaliser.baseline and resampler.base_draw is not None and env in normaliser.baseline_envs:
+        column = normaliser.baseline_envs.index(env)
+        return resampler.base_draw[:, :, column : column + 1]
+    return bootstrap.resample_indices(resampler.rng, resampler.reps, runs, 1)
+
+
+def _final_matrix(scored: pd.DataFrame, method: str) -> tuple[np.ndarray, list[str]]:
+    """A method's raw final returns, runs x envs, and its envs."""
     finals = final_scores(scored[scored["method"] == method])
-    return run_matrix(finals, "score", sorted(set(finals["env"])))
+    envs = sorted(set(finals["env"]))
+    return run_matrix(finals, "return", envs), envs
 
 
 def intervals_data(scored: pd.DataFrame, methods: Sequence[str], how: str, reps: int, seed: int) -> dict[str, Any]:
     """Median, IQM, mean and optimality gap of each method's final scores, with 95% CIs."""
-    library, metrics = rliable_modules()
-    gamma = GAP_THRESHOLD[how]
+    gamma = GAP_THRESHOLD[how] if how != "auto" else _auto_gap(scored)
+    resampler = Resampler(scored, reps, seed)
 
     def four(scores: np.ndarray) -> np.ndarray:
-        return np.array(
+        return np.stack(
             [
-                metrics.aggregate_median(scores),
-                metrics.aggregate_iqm(scores),
-                metrics.aggregate_mean(scores),
-                metrics.aggregate_optimality_gap(scores, gamma),
-            ]
+                bootstrap.median(scores),
+                bootstrap.iqm(scores),
+                bootstrap.mean(scores),
+                bootstrap.optimality_gap(scores, gamma),
+            ],
+            axis=-1,
         )
 
     values = {}
     for method in methods:
-        point, interval = bootstrap_ci(library, _final_matrix(scored, method), four, reps, seed)
-        values[method] = [[float(p), float(lo), float(hi)] for p, lo, hi in zip(point, interval[0], interval[1])]
+        raw, envs = _final_matrix(scored, method)
+        point = four(resampler.scores(raw, envs, None))[0]
+        samples = four(resampler.scores(raw, envs, resampler.draw(method, *raw.shape)))
+        low, high = bootstrap.percentile_interval(samples)
+        values[method] = [[float(p), float(lo), float(hi)] for p, lo, hi in zip(point, low, high)]
     return {"methods": list(methods), "metrics": list(INTERVAL_METRICS), "gap_threshold": gamma, "values": values}
+
+
+def _auto_gap(scored: pd.DataFrame) -> float:
+    """The optimality gap's threshold under ``auto``: 100 where every env is D4RL-scaled, else 1."""
+    kinds = set(scored["normaliser"])
+    return 100.0 if kinds <= {"minari", "d4rl"} else 1.0
 
 
 def profile_data(scored: pd.DataFrame, methods: Sequence[str], reps: int, seed: int) -> dict[str, Any]:
     """Performance profiles (Agarwal et al. 2021): for each tau, the fraction of runs x envs
     whose final score exceeds tau, with a 95% stratified bootstrap band."""
-    library, _ = rliable_modules()
+    resampler = Resampler(scored, reps, seed)
     matrices = {method: _final_matrix(scored, method) for method in methods}
-    everything = np.concatenate([m.ravel() for m in matrices.values()])
+    points = {method: resampler.scores(raw, envs, None)[0] for method, (raw, envs) in matrices.items()}
+    everything = np.concatenate([m.ravel() for m in points.values()])
     low, high = float(np.min(everything)), float(np.max(everything))
     margin = 0.05 * (high - low) or 0.5
     taus = np.linspace(low - margin, high + margin, PROFILE_POINTS)
 
     def fraction_above(scores: np.ndarray) -> np.ndarray:
-        return (scores.reshape(-1, 1) > taus[None, :]).mean(axis=0)
+        flat = np.sort(scores.reshape(scores.shape[0], -1), axis=1)
+        above = flat.shape[1] - np.stack([np.searchsorted(row, taus, side="right") for row in flat])
+        fraction = above / flat.shape[1]
+        fraction[np.isnan(flat).any(axis=1)] = np.nan  # an undefined replication (zero normaliser)
+        return fraction
 
     profiles = {}
-    for method, matrix in matrices.items():
-        point, interval = bootstrap_ci(library, matrix, fraction_above, reps, seed)
+    for method, (raw, envs) in matrices.items():
+        samples = fraction_above(resampler.scores(raw, envs, resampler.draw(method, *raw.shape)))
+        band_low, band_high = bootstrap.percentile_interval(samples)
         profiles[method] = {
-            "fraction": np.asarray(point).tolist(),
-            "low": interval[0].tolist(),
-            "high": interval[1].tolist(),
+            "fraction": fraction_above(points[method][None])[0].tolist(),
+            "low": band_low.tolist(),
+            "high": band_high.tolist(),
         }
     return {"methods": list(methods), "tau": taus.tolist(), "profiles": profiles}

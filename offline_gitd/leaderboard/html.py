@@ -14,10 +14,15 @@ import html
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from offline_gitd.leaderboard.show import records
 from offline_gitd.leaderboard.stats import MethodSummary
 from offline_gitd.version import __version__
+
+if TYPE_CHECKING:
+    from offline_gitd.leaderboard.per_env import EnvLine
+    from offline_gitd.leaderboard.show import Loaded
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("method", "Method"),
@@ -59,6 +64,8 @@ th { cursor: pointer; user-select: none; background: #f4f4f4; }
 th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
 .ci { color: #777; font-size: 0.85em; }
+tr.reference td { color: #555; font-style: italic; }
+#per-env th { cursor: default; }
 img { max-width: 100%; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
 dt { font-weight: 600; } dd { margin: 0; font-family: monospace; }
@@ -89,14 +96,67 @@ def _cell(record: Mapping[str, object], key: str) -> str:
     return f'<td data-value="{html.escape(str(value))}">{html.escape(str(value))}</td>'
 
 
+def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) -> str:
+    """The per-env table of ``leaderboard show``: raw final returns with CIs per method, the
+    comparison with the baseline, and each env's random and reference returns."""
+    from offline_gitd.leaderboard.per_env import reference_lines
+
+    refs: dict[str, list[tuple[str, float, str]]] = {}
+    for ref in reference_lines(loaded.normalisers):
+        refs.setdefault(ref.env, []).append((ref.kind, ref.value, ref.source))
+    rows = []
+    for env in sorted({line.env for line in per_env}):
+        mark = " *" if env in loaded.flagged else ""
+        for line in (line for line in per_env if line.env == env):
+            episodes = "?" if line.episodes is None else str(line.episodes)
+            ci = f' <span class="ci">[{line.mean.low:.4g}, {line.mean.high:.4g}]</span>'
+            if line.method == baseline or line.improvement is None:
+                improvement = "&ndash;"
+            else:
+                i = line.improvement
+                improvement = f'{i.value:.2f} <span class="ci">[{i.low:.2f}, {i.high:.2f}]</span>'
+            test = "&ndash;" if line.p_value is None else f"{line.p_value:.3f} ({html.escape(str(line.test))})"
+            rows.append(
+                f"<tr><td>{html.escape(env)}{mark}</td><td>{html.escape(line.method)}</td>"
+                f"<td>{line.mean.value:.4g}{ci}</td><td>{improvement}</td><td>{test}</td>"
+                f"<td>{line.seeds} &times; {episodes}</td></tr>"
+            )
+        for kind, value, source in refs.get(env, []):
+            rows.append(
+                f'<tr class="reference"><td>{html.escape(env)}</td><td>{html.escape(kind)}</td>'
+                f'<td>{value:.4g}</td><td colspan="3" class="ci">{html.escape(source)}</td></tr>'
+            )
+    head = "".join(
+        f"<th>{html.escape(title)}</th>"
+        for title in (
+            "Env",
+            "Method",
+            "Mean final return [95% CI]",
+            f"P(> {baseline})",
+            "p (permutation)",
+            "Seeds × episodes",
+        )
+    )
+    return f"""<table id="per-env">
+<thead><tr>{head}</tr></thead>
+<tbody>
+{chr(10).join(rows)}
+</tbody>
+</table>"""
+
+
 def render_page(
     summaries: Sequence[MethodSummary],
     figures: Mapping[str, bytes],
     baseline: str,
     how: str,
     provenance: Mapping[str, str],
+    *,
+    loaded: Loaded | None = None,
+    per_env: Sequence[EnvLine] = (),
 ) -> str:
-    """The whole page as one string."""
+    """The whole page as one string; with the ``loaded`` board, the normalisation of each env, the
+    flagged envs and the per-env table follow the leaderboard (as in ``leaderboard show``)."""
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
     body = "\n".join(
         "<tr>" + "".join(_cell(record, key) for key, _ in COLUMNS) + "</tr>" for record in records(summaries)
@@ -107,6 +167,20 @@ def render_page(
         for name, content in figures.items()
     )
     facts = "\n".join(f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>" for key, value in provenance.items())
+    details = ""
+    if loaded is not None:
+        notes = "\n".join(f"<li>{html.escape(note)}</li>" for note in loaded.notes())
+        details = f"""<h2>Normalisation per env</h2>
+<ul id="normalisation">
+{notes}
+</ul>
+<h2>Per env</h2>
+<p>Raw final returns: the mean over seeds with its 95% bootstrap interval (seeds resampled). Against
+the baseline: the probability of improvement P(X &gt; Y) with its interval (both methods' seeds
+resampled) and the p-value of a two-sided unpaired permutation test of equal means (exact: every
+split of the pooled seeds; monte-carlo: 20,000 random splits). Each figure rests on seeds &times;
+evaluation episodes per seed. A flagged env (*) is not in the aggregate.</p>
+{_per_env_table(per_env, loaded, baseline)}"""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -118,7 +192,8 @@ def render_page(
 <body>
 <h1>offline_gitd leaderboard</h1>
 <p>Scores are {html.escape(how)}-normalised; baseline <code>{html.escape(baseline)}</code>.
-IQM over all runs &times; envs with 95% stratified bootstrap intervals in brackets; a run's final
+IQM over all runs &times; envs with 95% stratified bootstrap intervals in brackets (where an env is
+normalised by the baseline, the baseline's runs are resampled too); a run's final
 score is its return at its last logged step; AUC is the sum of a run's normalised scores over its
 logged steps, IQM'd, relative to the baseline's (the ratio when the baseline's is positive,
 1 + difference / |baseline| when it is negative, so that 1 is always the baseline and higher is
@@ -129,6 +204,7 @@ always better). Click a column header to sort.</p>
 {body}
 </tbody>
 </table>
+{details}
 {images}
 <h2>Provenance</h2>
 <dl>

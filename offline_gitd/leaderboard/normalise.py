@@ -1,14 +1,23 @@
-"""From board rows to normalised scores: method keys, final scores and the three normalisations.
+"""From board rows to normalised scores: method keys, final scores and the normalisations.
 
 Pure functions over a pandas frame with one row per (run, step). A *run* is one seed of one
 ``run_id`` (a run directory trains all its seeds under one run_id), column ``run``; its *final
 score* is its return at its last logged step, which is what the paper's "mean final score" of
 the baseline refers to.
+
+Every normalisation is affine in the return with a positive slope, per env: score = offset +
+slope x return (docs/leaderboard.md#normalisation). A reference normalisation has constant
+coefficients; the baseline normalisation's depend on the baseline's mean final return, an
+estimate, which the bootstrap resamples (:mod:`offline_gitd.leaderboard.stats`). The frame keeps
+per row the env's point coefficients (``offset``, ``slope``) and what set them (``normaliser``:
+the reference kind, or ``baseline:<method>``), so every consumer can rebuild the normaliser.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from offline_gitd.errors import UsageError
@@ -18,7 +27,21 @@ from offline_gitd.leaderboard.schema import COLUMNS, NOT_RECORDED, ResultRow
 if TYPE_CHECKING:
     import pandas as pd
 
-NORMALISATIONS: tuple[str, ...] = ("baseline", "human", "d4rl")
+    from offline_gitd.leaderboard.board_references import DatasetReference
+
+# ``auto`` takes, per env, the first kind of REFERENCE_ORDER that env has, else the baseline.
+NORMALISATIONS: tuple[str, ...] = ("auto", "baseline", "minari", "dqn-replay", "d4rl", "human")
+REFERENCE_ORDER: tuple[str, ...] = ("minari", "dqn-replay", "d4rl", "human")
+DEFAULT_NORMALISATION = "auto"
+# D4RL (and Minari, which copies its convention) report 100 x the fraction from min to max.
+PERCENT_KINDS = frozenset({"minari", "d4rl"})
+DESCRIPTION = {
+    "minari": "dataset's ref_min_score -> ref_max_score",
+    "dqn-replay": "random -> the DQN replay's last checkpoint",
+    "d4rl": "D4RL table: ref_min_score -> ref_max_score",
+    "human": "Atari random -> human",
+    "baseline": "relative to the baseline's mean final return",
+}
 
 
 def to_frame(rows: Sequence[ResultRow]) -> pd.DataFrame:
@@ -102,17 +125,15 @@ def final_scores(frame: pd.DataFrame) -> pd.DataFrame:
 def baseline_denominators(frame: pd.DataFrame, baseline: str) -> pd.Series:
     """Per env, the baseline's mean final raw return (the paper's normaliser).
 
-    Every env on the board needs one: a score in an env the baseline never ran in has nothing to
-    be compared against, and a zero mean cannot divide.
+    Every env normalised by the baseline needs one: a score in an env the baseline never ran in
+    has nothing to be compared against. A mean of zero, or one within noise of zero or of random,
+    is flagged by :func:`unstable_normalisers`.
     """
     finals = final_scores(frame[frame["method"] == baseline])
     means = finals.groupby("env")["return"].mean()
     missing = sorted(set(frame["env"]) - set(means.index))
     if missing:
         raise UsageError(f"baseline {baseline} has no runs in env(s): {', '.join(missing)}")
-    zero = sorted(means.index[means == 0])
-    if zero:
-        raise UsageError(f"baseline {baseline} has mean final return 0 in: {', '.join(zero)}")
     return means
 
 
@@ -124,39 +145,211 @@ def relative_to(value: Any, reference: Any) -> Any:
     return 1.0 + (value - reference) / abs(reference)
 
 
-def normalise(frame: pd.DataFrame, how: str, baseline: str) -> pd.DataFrame:
-    """A copy of ``frame`` with a ``score`` column: each return normalised ``how``.
+@dataclasses.dataclass(frozen=True)
+class EnvReference:
+    """A low and a high reference return of one env: score = scale (x - low) / (high - low).
+
+    ``low`` is a random policy's return in every kind; ``high`` the dataset's behaviour
+    (``minari``), the DQN replay's last checkpoint (``dqn-replay``), D4RL's expert (``d4rl``) or
+    a human (``human``). ``source`` says where the numbers come from.
+    """
+
+    kind: str
+    low: float
+    high: float
+    source: str
+
+
+def available_references(
+    suite: str, env: str, dataset_references: Mapping[tuple[str, str], DatasetReference]
+) -> list[EnvReference]:
+    """Every reference (suite, env) has, best first (:data:`REFERENCE_ORDER`); a pair whose high
+    is not above its low is left out (it cannot scale)."""
+    found = []
+    recorded = dataset_references.get((suite, env))
+    if recorded is not None and recorded.ref_min_score is not None:
+        # The full provenance stays in the side file; a line names the dataset.
+        where = f"dataset {recorded.dataset} (the board's references file)"
+        if recorded.ref_max_score is not None:
+            found.append(EnvReference("minari", recorded.ref_min_score, recorded.ref_max_score, where))
+        if recorded.dqn_replay_score is not None:
+            found.append(EnvReference("dqn-replay", recorded.ref_min_score, recorded.dqn_replay_score, where))
+    if suite in ("minari", "d4rl"):
+        d4rl_id = MINARI_TO_D4RL.get(env, env)
+        scores = d4rl_scores().get(d4rl_id)
+        if scores is not None:
+            found.append(EnvReference("d4rl", scores[0], scores[1], f"D4RL infos.py ({d4rl_id})"))
+    if suite == "atari":
+        random, human = atari_scores().get(env, (None, None))
+        if random is not None and human is not None:
+            found.append(EnvReference("human", random, human, "DQN Zoo atari_data.py"))
+    return [item for item in found if item.high > item.low]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvNormaliser:
+    """How one env's returns become scores: a reference (fixed) or the baseline (estimated)."""
+
+    env: str
+    kind: str  # a reference kind or "baseline"
+    reference: EnvReference | None  # None for the baseline
+    random: float | None  # a random policy's return where any reference knows it
+    scale: float  # 100 for D4RL-style percentages, else 1
+
+    def coefficients(self, baseline_mean: float | None = None) -> tuple[float, float]:
+        """(offset, slope) with score = offset + slope x return; the baseline kind needs the
+        baseline's mean final return b: 1 + (x - b) / |b| = (1 - sign b) + x / |b|."""
+        if self.reference is not None:
+            span = self.reference.high - self.reference.low
+            return -self.scale * self.reference.low / span, self.scale / span
+        if baseline_mean is None or baseline_mean == 0:
+            return math.nan, math.nan
+        return 1.0 - math.copysign(1.0, baseline_mean), 1.0 / abs(baseline_mean)
+
+    def describe(self) -> str:
+        """One line: which normalisation this env uses and the numbers behind it."""
+        if self.reference is None:
+            return f"{self.env}: baseline ({DESCRIPTION['baseline']})"
+        ref = self.reference
+        scale = f"{self.scale:g} x " if self.scale != 1 else ""
+        return f"{self.env}: {ref.kind}, {scale}(x - {ref.low:g}) / ({ref.high:g} - {ref.low:g}); from {ref.source}"
+
+
+def choose_normalisers(
+    frame: pd.DataFrame, how: str, dataset_references: Mapping[tuple[str, str], DatasetReference]
+) -> dict[str, EnvNormaliser]:
+    """Per env of ``frame``, the normalisation ``how`` asks for.
+
+    ``auto`` takes each env's best reference (:data:`REFERENCE_ORDER`) and the baseline where an
+    env has none; its scale is D4RL's 100 when every env uses a D4RL-style reference (``minari``,
+    ``d4rl``) and 1 otherwise, so that envs normalised differently still share one scale (random
+    = 0, reference = 1, baseline = 1). A named reference kind must exist for every env.
+    """
+    if how not in NORMALISATIONS:
+        raise UsageError(f"unknown normalisation {how!r}; choose from {', '.join(NORMALISATIONS)}")
+    pairs = frame[["suite", "env"]].drop_duplicates()
+    suites: dict[str, set[str]] = {}
+    for suite, env in pairs.itertuples(index=False):
+        suites.setdefault(env, set()).add(suite)
+    chosen: dict[str, tuple[str, EnvReference | None, float | None]] = {}
+    lacking = []
+    for env in sorted(suites):
+        options = [ref for suite in sorted(suites[env]) for ref in available_references(suite, env, dataset_references)]
+        random = options[0].low if options else None
+        if how == "baseline":
+            chosen[env] = ("baseline", None, random)
+            continue
+        if how == "auto":
+            pick = options[0] if options else None
+        else:
+            pick = next((ref for ref in options if ref.kind == how), None)
+            if pick is None:
+                lacking.append(env)
+        chosen[env] = (pick.kind if pick else "baseline", pick, random)
+    if lacking:
+        raise UsageError(f"no {how} reference score for env(s): {', '.join(lacking)}")
+    kinds = {kind for kind, _, _ in chosen.values()}
+    if how == "auto":
+        scale = 100.0 if kinds <= PERCENT_KINDS else 1.0
+    else:
+        scale = 100.0 if how in PERCENT_KINDS else 1.0
+    return {env: EnvNormaliser(env, kind, ref, random, scale) for env, (kind, ref, random) in chosen.items()}
+
+
+def normalise(
+    frame: pd.DataFrame,
+    how: str,
+    baseline: str,
+    dataset_references: Mapping[tuple[str, str], DatasetReference] | None = None,
+    normalisers: Mapping[str, EnvNormaliser] | None = None,
+) -> pd.DataFrame:
+    """A copy of ``frame`` with a ``score`` column: each return normalised ``how`` (point estimate).
 
     baseline: 1 + (return - b) / |b| with b the baseline's mean final return in that env. For
     b > 0 this is exactly the paper's return / b; for b < 0 (MountainCar, early LunarLander) the
     plain ratio would rank a better return lower, while this keeps the baseline at 1 and higher
     returns higher, on the same relative scale.
+    minari: 100 (return - ref_min_score) / (ref_max_score - ref_min_score), the dataset's own
+    references (D4RL's formula). dqn-replay: (return - random) / (DQN replay - random).
     human: (return - random) / (human - random), Atari only (DQN Zoo's table).
     d4rl: 100 * (return - min) / (max - min), D4RL ids and the Minari ids mapped to them.
+    auto: per env the best of these that exists, else baseline (:func:`choose_normalisers`).
+    Also adds ``offset``, ``slope`` and ``normaliser`` (see the module docstring).
     """
+    import numpy as np
+
+    chosen = dict(normalisers) if normalisers is not None else choose_normalisers(frame, how, dataset_references or {})
     scored = frame.copy()
-    if how == "baseline":
-        reference = scored["env"].map(baseline_denominators(frame, baseline))
-        scored["score"] = relative_to(scored["return"], reference)
-        return scored
-    if how == "human":
-        table = {env: scores for env, scores in atari_scores().items() if None not in scores}
-        low = scored["env"].map(lambda env: table.get(env, (None, None))[0])
-        high = scored["env"].map(lambda env: table.get(env, (None, None))[1])
-        lacking = (scored["suite"] != "atari") | low.isna()
-        scale = 1.0
-    elif how == "d4rl":
-        table = d4rl_scores()
-        ids = scored["env"].map(lambda env: MINARI_TO_D4RL.get(env, env))
-        low = ids.map(lambda env: table.get(env, (None, None))[0])
-        high = ids.map(lambda env: table.get(env, (None, None))[1])
-        lacking = ~scored["suite"].isin(["minari", "d4rl"]) | low.isna()
-        scale = 100.0
-    else:
-        raise UsageError(f"unknown normalisation {how!r}; choose from {', '.join(NORMALISATIONS)}")
-    if lacking.any():
-        envs = sorted(set(scored.loc[lacking, "env"]))
-        raise UsageError(f"no {how} reference score for env(s): {', '.join(envs)}")
-    low, high = low.astype(float), high.astype(float)
-    scored["score"] = scale * (scored["return"] - low) / (high - low)
+    means = None
+    if any(item.kind == "baseline" for item in chosen.values()):
+        needed = [env for env, item in chosen.items() if item.kind == "baseline"]
+        means = baseline_denominators(frame[frame["env"].isin(needed)], baseline)
+    coefficients = {
+        env: item.coefficients(None if means is None or env not in means.index else float(means[env]))
+        for env, item in chosen.items()
+    }
+    scored["offset"] = scored["env"].map({env: c[0] for env, c in coefficients.items()}).astype(float)
+    scored["slope"] = scored["env"].map({env: c[1] for env, c in coefficients.items()}).astype(float)
+    labels = {env: f"baseline:{baseline}" if item.kind == "baseline" else item.kind for env, item in chosen.items()}
+    scored["normaliser"] = scored["env"].map(labels)
+    zero = sorted(env for env, (offset, _) in coefficients.items() if np.isnan(offset))
+    if zero:
+        raise UsageError(f"baseline {baseline} has mean final return 0 in: {', '.join(zero)}")
+    scored["score"] = scored["offset"] + scored["slope"] * scored["return"]
     return scored
+
+
+# Student's t 97.5% quantiles for 1..30 degrees of freedom (any statistics table).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_quantile_975(dof: int) -> float:
+    """Student's t 97.5% quantile; past 30 degrees of freedom the first-order expansion
+    z + (z^3 + z) / (4 dof) about the normal's 1.96, within 0.001 of the exact value."""
+    if dof < 1:
+        return math.inf
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * dof)
+
+
+def unstable_normalisers(
+    frame: pd.DataFrame, normalisers: Mapping[str, EnvNormaliser], baseline: str
+) -> dict[str, str]:
+    """Env -> a one-line reason, for every env normalised by the baseline whose normaliser is
+    within noise of zero, or not above a random policy's return beyond noise.
+
+    The normaliser is the mean b of the baseline's n final returns; its 95% interval is
+    b +- t(n - 1) s / sqrt(n). Zero in it means the ratio can change sign or blow up between
+    resamples; a random policy's return in it or above it means "1" is not distinguishable from
+    random (a random policy would score 1 or more), so scores there measure noise (docs/leaderboard.md#flagged-envs). With one seed there is no
+    noise estimate and only an exact zero is flagged.
+    """
+    import numpy as np
+
+    flagged = {}
+    needed = [env for env, item in normalisers.items() if item.kind == "baseline"]
+    if not needed:
+        return flagged
+    finals = final_scores(frame[(frame["method"] == baseline) & frame["env"].isin(needed)])
+    for env, returns in finals.groupby("env")["return"]:
+        values = returns.to_numpy(dtype=float)
+        b = float(values.mean())
+        half = (
+            t_quantile_975(len(values) - 1) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+            if len(values) > 1
+            else 0.0
+        )
+        low, high = b - half, b + half
+        random = normalisers[env].random
+        where = f"{baseline}'s mean final return {b:.4g} [{low:.4g}, {high:.4g}] (95%, {len(values)} seeds)"
+        if b == 0 or (len(values) > 1 and low <= 0 <= high):
+            flagged[env] = f"{env}: {where} is within noise of zero"
+        elif random is not None and low <= random:
+            flagged[env] = f"{env}: {where} is not above a random policy's {random:.4g} beyond noise"
+    return flagged

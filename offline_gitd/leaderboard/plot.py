@@ -44,9 +44,12 @@ FORMATS = ("png", "pdf", "svg")
 DEFAULT_DPI = 150
 PER_ENV_VALUES = ("score", "return")
 SCORE_LABEL = {
+    "auto": "score normalised by each env's reference",
     "baseline": "score relative to baseline final (1 = baseline)",
     "human": "human-normalised score",
     "d4rl": "D4RL-normalised score",
+    "minari": "dataset-normalised score (100 = ref_max_score)",
+    "dqn-replay": "DQN-replay-normalised score",
 }
 _LINE_STYLES = ("-", "--", "-.", ":")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import pandas as pd
 
+    from offline_gitd.leaderboard.per_env import EnvLine
+    from offline_gitd.leaderboard.show import Loaded
     from offline_gitd.leaderboard.stats import MethodSummary
 
 
@@ -22,6 +24,8 @@ class Analysis(NamedTuple):
     baseline: str
     figures: dict[str, bytes]
     figure_data: dict[str, Any]
+    loaded: "Loaded | None" = None
+    per_env: "list[EnvLine]" = []
 
 
 def analyse(
@@ -32,20 +36,24 @@ def analyse(
     seed: int,
     env_patterns: Sequence[str] = (),
     method_patterns: Sequence[str] = (),
+    keep_flagged: bool = False,
     **figure_options: Any,
 ) -> Analysis:
     """``env_patterns`` and ``method_patterns`` filter the board's rows (shell-style, as ``--env`` and
     ``--method``); ``figure_options``:
     :func:`~offline_gitd.leaderboard.plot.render_figures`'s keywords (``methods`` to draw and their
     order, ``per_env``, ``fmt``, ``dpi``); the table covers every method that passes the filters."""
+    from offline_gitd.leaderboard.per_env import per_env_lines
     from offline_gitd.leaderboard.plot import render_figures
-    from offline_gitd.leaderboard.show import load_scored
+    from offline_gitd.leaderboard.show import load
     from offline_gitd.leaderboard.stats import summarise
 
-    scored, baseline_key = load_scored(board, baseline, normalise, env_patterns, method_patterns)
+    loaded = load(board, baseline, normalise, env_patterns, method_patterns, keep_flagged)
+    scored, baseline_key = loaded.scored, loaded.baseline
     summaries = summarise(scored, baseline_key, reps, seed)
+    per_env = per_env_lines(loaded.everything, baseline_key, reps, seed, loaded.flagged)
     data, figures = render_figures(scored, summaries, baseline_key, normalise, reps, seed, **figure_options)
-    return Analysis(scored, summaries, baseline_key, figures, data)
+    return Analysis(scored, summaries, baseline_key, figures, data, loaded, per_env)
 
 
 def publish(board: Path, analysis: Analysis, normalise: str, out_dir: Path) -> tuple[list[Path], Path]:
@@ -56,6 +64,15 @@ def publish(board: Path, analysis: Analysis, normalise: str, out_dir: Path) -> t
     figure_paths = write_figures(analysis.figures, out_dir)
     provenance = board_provenance(board, len(analysis.scored))
     page = write_page(
-        render_page(analysis.summaries, analysis.figures, analysis.baseline, normalise, provenance), out_dir
+        render_page(
+            analysis.summaries,
+            analysis.figures,
+            analysis.baseline,
+            normalise,
+            provenance,
+            loaded=analysis.loaded,
+            per_env=analysis.per_env,
+        ),
+        out_dir,
     )
     return figure_paths, page

@@ -114,6 +114,12 @@ class ResultRow:
         if unknown:
             raise SchemaError(f"unknown field(s): {', '.join(unknown)}")
         value = {name: "" if mapping.get(name) is None else str(mapping[name]) for name in COLUMNS}
+        return cls._parse(value)
+
+    @classmethod
+    def _parse(cls, value: Mapping[str, str]) -> ResultRow:
+        """The row of a complete record of strings (every name of :data:`COLUMNS`), validated;
+        what :meth:`from_mapping` checks first, a file's reader checks once for its header."""
         return cls(
             suite=_text("suite", value["suite"]),
             env=_text("env", value["env"]),
@@ -210,7 +216,9 @@ def _parse_rows(path: Path, handle: TextIO) -> list[tuple[int, ResultRow]]:
         if len(record) != len(columns):
             raise SchemaError(f"{path}:{start}: expected {len(columns)} cells, got {len(record)}")
         try:
-            rows.append((start, ResultRow.from_mapping(dict(zip(columns, record)))))
+            cells = dict(zip(columns, record))
+            cells.setdefault("method_config", NOT_RECORDED)
+            rows.append((start, ResultRow._parse(cells)))
         except SchemaError as err:
             raise SchemaError(f"{path}:{start}: {err}") from None
         start = reader.line_num + 1

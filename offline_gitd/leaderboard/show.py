@@ -1,21 +1,36 @@
-"""``leaderboard show``: the board's summary table in text, CSV, JSON or Markdown."""
+"""``leaderboard show``: the board's summary table in text, CSV, JSON or Markdown, then how each
+env was normalised, the flagged envs and the per-env table (docs/leaderboard.md#statistics)."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offline_gitd.leaderboard.normalise import filter_rows, method_keys, normalise, resolve_baseline, to_frame
+from offline_gitd.errors import UsageError
+from offline_gitd.leaderboard.board_references import read_references
+from offline_gitd.leaderboard.normalise import (
+    DEFAULT_NORMALISATION,
+    EnvNormaliser,
+    choose_normalisers,
+    filter_rows,
+    method_keys,
+    normalise,
+    resolve_baseline,
+    to_frame,
+    unstable_normalisers,
+)
 from offline_gitd.leaderboard.schema import SchemaError, read_rows
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from offline_gitd.leaderboard.stats import MethodSummary
+    from offline_gitd.leaderboard.per_env import EnvLine, ReferenceLine
+    from offline_gitd.leaderboard.stats import Interval, MethodSummary
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
 HEADER: tuple[str, ...] = (
@@ -35,12 +50,47 @@ HEADER: tuple[str, ...] = (
 )
 
 
-def load_scored(
-    board: Path, baseline: str, how: str, envs: Sequence[str] = (), methods: Sequence[str] = ()
-) -> tuple[pd.DataFrame, str]:
-    """The board's rows with normalised ``score`` and the resolved baseline method key; only the
-    envs and methods matching ``envs`` / ``methods`` (patterns; empty: all), and the baseline.
-    Method keys are made on the chosen envs, so they are as short as those rows allow."""
+@dataclasses.dataclass(frozen=True)
+class Loaded:
+    """A board read for analysis.
+
+    ``everything``: every chosen row, raw (the per-env table's input); ``scored``: the rows the aggregate uses (the
+    flagged envs left out unless kept); ``normalisers``: what each env was normalised by;
+    ``flagged``: env -> why its normaliser is within noise (docs/leaderboard.md#flagged-envs).
+    """
+
+    everything: pd.DataFrame
+    scored: pd.DataFrame
+    baseline: str
+    how: str
+    normalisers: dict[str, EnvNormaliser]
+    flagged: dict[str, str]
+    kept_flagged: bool
+
+    def notes(self) -> list[str]:
+        """One line per env saying how it was normalised, and one per flagged env."""
+        lines = [f"normalised: {item.describe()}" for item in self.normalisers.values()]
+        action = (
+            "kept in the aggregate (--keep-flagged-envs)"
+            if self.kept_flagged
+            else ("left out of the aggregate (--keep-flagged-envs keeps it)")
+        )
+        lines += [f"flagged: {reason}; {action}" for reason in self.flagged.values()]
+        return lines
+
+
+def load(
+    board: Path,
+    baseline: str,
+    how: str = DEFAULT_NORMALISATION,
+    envs: Sequence[str] = (),
+    methods: Sequence[str] = (),
+    keep_flagged: bool = False,
+) -> Loaded:
+    """Read, filter and normalise a board: the envs and methods matching ``envs`` / ``methods``
+    (patterns; empty: all), and the baseline. Method keys are made on the chosen envs, so they
+    are as short as those rows allow. References recorded beside the board
+    (:mod:`~offline_gitd.leaderboard.board_references`) are used where ``how`` asks for them."""
     rows = [row for _, row in read_rows(board)]
     if not rows:
         raise SchemaError(f"{board}: the board has no rows yet")
@@ -48,7 +98,33 @@ def load_scored(
     frame["method"] = method_keys(frame)
     key = resolve_baseline(frame, baseline)
     frame = filter_rows(frame, (), methods, key).reset_index(drop=True)
-    return normalise(frame, how, key), key
+    normalisers = choose_normalisers(frame, how, read_references(board))
+    flagged = unstable_normalisers(frame, normalisers, key)
+    if flagged and not keep_flagged:
+        kept = frame[~frame["env"].isin(flagged)].reset_index(drop=True)
+        if kept.empty:
+            raise UsageError(
+                "every env is flagged (its normaliser is within noise): "
+                + "; ".join(flagged.values())
+                + ". Pass --keep-flagged-envs, or --normalise with a reference"
+            )
+        scored = normalise(kept, how, key, normalisers={e: n for e, n in normalisers.items() if e not in flagged})
+    else:
+        scored = normalise(frame, how, key, normalisers=normalisers)
+    return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged)
+
+
+def load_scored(
+    board: Path,
+    baseline: str,
+    how: str = DEFAULT_NORMALISATION,
+    envs: Sequence[str] = (),
+    methods: Sequence[str] = (),
+    keep_flagged: bool = False,
+) -> tuple[pd.DataFrame, str]:
+    """The rows the aggregate uses, normalised, and the resolved baseline method key (:func:`load`)."""
+    loaded = load(board, baseline, how, envs, methods, keep_flagged)
+    return loaded.scored, loaded.baseline
 
 
 def records(summaries: Sequence[MethodSummary]) -> list[dict[str, object]]:
@@ -114,11 +190,127 @@ def _with_ci(record: dict[str, object], name: str) -> str:
     return f"{_cell(record[name])} [{_cell(record[name + '_low'])}, {_cell(record[name + '_high'])}]"
 
 
-def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str) -> str:
-    """The summary as text in ``fmt``; table and markdown pair each estimate with its CI."""
+def _table(titles: Sequence[str], lines: Sequence[Sequence[str]], fmt: str) -> str:
+    """Rows of cells as an aligned text table or a Markdown table (names made safe for each)."""
+    if fmt == "markdown":
+        out = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
+        out += ["| " + " | ".join(markdown_safe(text) for text in line) + " |" for line in lines]
+        return "\n".join(out)
+    safe = [tuple(text_safe(text) for text in line) for line in lines]
+    widths = [max(len(text) for text in column) for column in zip(titles, *safe)]
+    return "\n".join(
+        "  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [titles, *safe]
+    )
+
+
+def _interval_text(interval: Interval | None, digits: int = 3) -> str:
+    if interval is None:
+        return "n/a"
+    return f"{interval.value:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]"
+
+
+def _number(value: float) -> str:
+    """A return with 4 significant digits, as the per-env table prints them."""
+    return f"{value:.4g}"
+
+
+def per_env_records(lines: Sequence[EnvLine], references: Sequence[ReferenceLine]) -> list[dict[str, object]]:
+    """The per-env table as flat records (JSON): one per method and env, then the references."""
+    out: list[dict[str, object]] = []
+    for line in lines:
+        improvement = line.improvement
+        out.append(
+            {
+                "env": line.env,
+                "row": line.method,
+                "seeds": line.seeds,
+                "episodes_per_seed": line.episodes,
+                "mean_final_return": line.mean.value,
+                "mean_final_return_low": line.mean.low,
+                "mean_final_return_high": line.mean.high,
+                "p_improve": None if improvement is None else improvement.value,
+                "p_improve_low": None if improvement is None else improvement.low,
+                "p_improve_high": None if improvement is None else improvement.high,
+                "p_value": line.p_value,
+                "test": line.test,
+                "flagged": line.flagged,
+            }
+        )
+    for ref in references:
+        out.append({"env": ref.env, "row": ref.kind, "mean_final_return": ref.value, "source": ref.source})
+    return out
+
+
+def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine], baseline: str, fmt: str) -> str:
+    """The per-env table (text or Markdown): per env its methods, then its random and reference
+    returns; a flagged env is marked with ``*``."""
+    titles = (
+        "env",
+        "method",
+        "mean final return [95% CI]",
+        f"P(> {baseline}) [95% CI]",
+        "p (permutation)",
+        "seeds x episodes",
+    )
+    refs: dict[str, list[ReferenceLine]] = {}
+    for ref in references:
+        refs.setdefault(ref.env, []).append(ref)
+    rows: list[tuple[str, ...]] = []
+    envs = sorted({line.env for line in lines})
+    for env in envs:
+        for line in (line for line in lines if line.env == env):
+            episodes = "?" if line.episodes is None else str(line.episodes)
+            mean = f"{_number(line.mean.value)} [{_number(line.mean.low)}, {_number(line.mean.high)}]"
+            test = "-" if line.p_value is None else f"{line.p_value:.3f} ({line.test})"
+            improvement = "-" if line.method == baseline else _interval_text(line.improvement, 2)
+            rows.append(
+                (
+                    env + (" *" if line.flagged else ""),
+                    line.method,
+                    mean,
+                    improvement,
+                    test,
+                    f"{line.seeds} x {episodes}",
+                )
+            )
+        for ref in refs.get(env, []):
+            rows.append((env, ref.kind, _number(ref.value), "", "", ""))
+    return _table(titles, rows, fmt)
+
+
+def render(
+    summaries: Sequence[MethodSummary],
+    fmt: str,
+    baseline: str,
+    how: str,
+    loaded: Loaded | None = None,
+    per_env: Sequence[EnvLine] = (),
+) -> str:
+    """The summary as text in ``fmt``; table and markdown pair each estimate with its CI and, given
+    the ``loaded`` board and its ``per_env`` lines, follow it with the normalisation of each env,
+    the flagged envs and the per-env table. CSV is the summary alone (one table)."""
+    from offline_gitd.leaderboard.per_env import reference_lines
+
     rows = records(summaries)
+    references = reference_lines(loaded.normalisers) if loaded is not None else []
     if fmt == "json":
-        return json.dumps({"baseline": baseline, "normalisation": how, "ci": 0.95, "methods": rows}, indent=2)
+        report: dict[str, object] = {"baseline": baseline, "normalisation": how, "ci": 0.95, "methods": rows}
+        if loaded is not None:
+            report["envs"] = {
+                env: {
+                    "normaliser": item.kind,
+                    "scale": item.scale,
+                    "low": None if item.reference is None else item.reference.low,
+                    "high": None if item.reference is None else item.reference.high,
+                    "source": None if item.reference is None else item.reference.source,
+                    "flagged": loaded.flagged.get(env),
+                    "in_aggregate": env not in loaded.flagged or loaded.kept_flagged,
+                }
+                for env, item in loaded.normalisers.items()
+            }
+            report["per_env"] = per_env_records(per_env, references)
+            report["per_env_test"] = "two-sided unpaired permutation test of equal mean final returns"
+        return json.dumps(report, indent=2)
     if fmt == "csv":
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=HEADER, lineterminator="\n")
@@ -137,14 +329,32 @@ def render(summaries: Sequence[MethodSummary], fmt: str, baseline: str, how: str
         )
         for r in rows
     ]
-    if fmt == "markdown":
-        out = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
-        out += ["| " + " | ".join(markdown_safe(text) for text in line) + " |" for line in lines]
-        return "\n".join(out)
-    lines = [tuple(text_safe(text) for text in line) for line in lines]
-    widths = [max(len(text) for text in column) for column in zip(titles, *lines)]
-    return "\n".join(
-        "  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [titles, *lines]
+    out = _table(titles, lines, fmt)
+    if loaded is None:
+        return out
+    bullet = "- " if fmt == "markdown" else "  "
+    notes = "\n".join(
+        bullet + markdown_safe(note) if fmt == "markdown" else bullet + text_safe(note) for note in loaded.notes()
+    )
+    worst = max((s.undefined for s in summaries), default=0.0)
+    if worst > 0:
+        notes += (
+            f"\n{bullet}up to {worst:.1%} of bootstrap replications drew a baseline whose mean final return "
+            "is exactly 0 in an env it normalises; those replications were left out of the intervals"
+        )
+    heading = "**{}**" if fmt == "markdown" else "{}"
+    return "\n\n".join(
+        [
+            out,
+            heading.format("Normalisation per env") + "\n" + notes,
+            heading.format(
+                "Per env: raw final returns, mean over seeds [95% bootstrap CI]; against the baseline, "
+                "P(improvement) and a two-sided unpaired permutation test of equal means"
+                + (" (* flagged: not in the aggregate)" if loaded.flagged and not loaded.kept_flagged else "")
+            )
+            + "\n"
+            + render_per_env(per_env, references, baseline, fmt),
+        ]
     )
 
 
@@ -157,9 +367,13 @@ def show(
     seed: int,
     envs: Sequence[str] = (),
     methods: Sequence[str] = (),
+    keep_flagged: bool = False,
 ) -> str:
     """Read, normalise and summarise a board (its chosen envs and methods); the rendered text."""
-    scored, key = load_scored(board, baseline, how, envs, methods)
+    loaded = load(board, baseline, how, envs, methods, keep_flagged)
+    from offline_gitd.leaderboard.per_env import per_env_lines
     from offline_gitd.leaderboard.stats import summarise
 
-    return render(summarise(scored, key, reps, seed), fmt, key, how)
+    summaries = summarise(loaded.scored, loaded.baseline, reps, seed)
+    per_env = per_env_lines(loaded.everything, loaded.baseline, reps, seed, loaded.flagged)
+    return render(summaries, fmt, loaded.baseline, how, loaded, per_env)

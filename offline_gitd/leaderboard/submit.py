@@ -17,6 +17,17 @@ How the append is made safe (docs/leaderboard.md):
   within the input and against the board, before anything is written.
 - **Repeats**: a run whose ``results.csv`` holds rows written twice (two processes wrote the run at
   once) gives each row once; rows of one run, seed and step that disagree are refused.
+- **Idempotence**: a row identical to one on the board (every cell) is already there and is left
+  out, so submitting a run again adds nothing, changes nothing and succeeds; a run that has grown
+  adds its new rows. A row that shares a run, seed and step with a board row but differs is
+  still refused as a duplicate.
+- **Interrupted submits**: temporary files are named ``.<board>.<host>.<pid>.<random>.tmp``.
+  Under the lock, a later submit removes one whose writer (on this host) no longer runs, or, for
+  any other, one untouched for :data:`STALE_AFTER_S` (no submit takes that long between writing
+  its temporary file and renaming it), so a writer that is still alive is never robbed of its file.
+- **References**: each run's dataset references (its Minari ``metadata.json``) are kept beside the
+  board in ``<board>.references.csv``, written the same atomic way
+  (:mod:`~offline_gitd.leaderboard.board_references`).
 """
 
 from __future__ import annotations
@@ -27,19 +38,33 @@ import fcntl
 import glob
 import io
 import os
+import re
+import socket
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from offline_gitd.errors import UsageError
 from offline_gitd.input_paths import refuse_escaping_links
+from offline_gitd.leaderboard.board_references import (
+    DatasetReference,
+    encode_references,
+    merge,
+    read_references,
+    references_path,
+    run_reference,
+)
 from offline_gitd.leaderboard.reference import check_env
 from offline_gitd.leaderboard.repeats import describe_repeats, repeated_lines
 from offline_gitd.leaderboard.schema import COLUMNS, ResultRow, SchemaError, is_legacy, read_rows
 
 RESULTS_FILE = "results.csv"
+# A temporary file older than this is stale whoever wrote it: a submit writes and renames its file
+# within seconds of taking the lock.
+STALE_AFTER_S = 3600.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +82,14 @@ class Located:
 
 @dataclasses.dataclass(frozen=True)
 class SubmitReport:
-    """What a submit added: rows per run directory, and the board's row count afterwards."""
+    """What a submit added: rows per run directory, the board's row count afterwards, the rows
+    left out because the board already held them identically, and notes worth a line each."""
 
     board: Path
     added: dict[Path, int]
     total_rows: int
+    already: int = 0
+    notes: tuple[str, ...] = ()
 
 
 def duplicate_keys(row: ResultRow) -> tuple[tuple[object, ...], tuple[object, ...]]:
@@ -167,10 +195,18 @@ def encode_rows(rows: Sequence[ResultRow], header: bool) -> bytes:
     return "".join(lines).encode("utf-8")
 
 
+def _host() -> str:
+    """This host's name as it may appear in a file name (no dots or path characters)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
 def replace_atomically(path: Path, content: bytes) -> None:
-    """Write ``content`` to a temp file beside ``path``, fsync, rename over ``path``, fsync dir."""
+    """Write ``content`` to a temp file beside ``path``, fsync, rename over ``path``, fsync dir.
+
+    The temp file's name carries this host and process id, so that a later submit can tell the
+    file of a killed writer from one still being written (:func:`remove_stale_temp_files`)."""
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)
@@ -188,11 +224,44 @@ def replace_atomically(path: Path, content: bytes) -> None:
         os.close(directory)
 
 
-def remove_stale_temp_files(board: Path) -> None:
-    """Temp files of submits killed before their rename. Call under :func:`board_lock`: only its
-    holder writes one, so any other is stale."""
-    for temp in board.parent.glob(f".{glob.escape(board.name)}.*.tmp"):
-        temp.unlink(missing_ok=True)
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, owned by someone else
+    return True
+
+
+def is_stale(temp: Path, target: Path, now: float) -> bool:
+    """Whether a temporary file of ``target`` (the board or its side file) belongs to no live writer: its writer's process
+    on this host is gone, or it is older than :data:`STALE_AFTER_S` (a file of another host, or
+    named before the names carried a writer)."""
+    try:
+        age = now - temp.stat().st_mtime
+    except FileNotFoundError:
+        return False
+    if age > STALE_AFTER_S:
+        return True
+    middle = temp.name[len(f".{target.name}.") : -len(".tmp")]
+    parts = middle.split(".")
+    if len(parts) >= 3 and parts[0] == _host() and parts[1].isdigit():
+        return not _pid_alive(int(parts[1]))
+    return False
+
+
+def remove_stale_temp_files(board: Path, now: float | None = None) -> list[Path]:
+    """Remove the temp files of submits killed before their rename (:func:`is_stale`); the paths
+    removed. Call under :func:`board_lock`."""
+    moment = time.time() if now is None else now
+    removed = []
+    for target in (board, references_path(board)):
+        for temp in board.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+            if is_stale(temp, target, moment):
+                temp.unlink(missing_ok=True)
+                removed.append(temp)
+    return removed
 
 
 def _umask() -> int:
@@ -201,12 +270,33 @@ def _umask() -> int:
     return current
 
 
+def _references(per_run: dict[Path, list[Located]]) -> tuple[list[DatasetReference], list[str]]:
+    """The dataset references of the runs, and a note per run on a Minari dataset that is absent
+    here (its references cannot be recorded)."""
+    from offline_gitd.leaderboard.board_references import run_dataset
+
+    found, notes = [], []
+    for run_dir, rows in per_run.items():
+        if not rows:
+            continue
+        row = rows[0].row
+        reference = run_reference(run_dir, row.suite, row.env)
+        if reference is not None:
+            found.append(reference)
+        elif (dataset := run_dataset(run_dir)) is not None:
+            notes.append(f"{run_dir}: dataset {dataset[0]} is not on this machine; its references were not recorded")
+    return found, notes
+
+
 def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_existing: bool = False) -> SubmitReport:
     """Validate the runs' rows and append them to ``board`` (created with a header if absent).
 
-    ``skip_existing`` makes a submit idempotent, for a sweep that may submit a run again after a
-    crash or once the run has grown: rows already on the board under the same run, seed and step
-    are left out instead of refused; every other row is checked as usual.
+    A row identical to a board row is already there and is left out (a submit of the same run
+    again is a no-op). ``skip_existing`` goes further, for a sweep that may submit a run again
+    after a crash or once the run has grown: rows already on the board under the same run, seed
+    and step, or under the same setting (method, env and config hash), seed and step (the run
+    trained again where its run directory was lost, docs/sweeps.md#moving-a-sweep-to-another-machine),
+    are left out even where they differ; every other row is checked as usual.
     """
     if not run_dirs:
         raise UsageError("no run directories given")
@@ -219,16 +309,22 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
         remove_stale_temp_files(board)
         exists = board.exists()
         board_rows = [Located(board, line, row) for line, row in read_rows(board)] if exists else []
+        identical = {item.row for item in board_rows}
+        offered = sum(len(rows) for rows in per_run.values())
+        per_run = {d: [item for item in rows if item.row not in identical] for d, rows in per_run.items()}
         if skip_existing:
-            present = {duplicate_keys(item.row)[0] for item in board_rows}
+            present = {key for item in board_rows for key in duplicate_keys(item.row)}
             per_run = {
-                d: [item for item in rows if duplicate_keys(item.row)[0] not in present] for d, rows in per_run.items()
+                d: [item for item in rows if present.isdisjoint(duplicate_keys(item.row))]
+                for d, rows in per_run.items()
             }
         new_rows = [item for rows in per_run.values() for item in rows]
         added = {run_dir: len(rows) for run_dir, rows in per_run.items()}
+        already = offered - len(new_rows)
         if not new_rows and exists:
-            return SubmitReport(board=board, added=added, total_rows=len(board_rows))
+            return SubmitReport(board, added, len(board_rows), already)
         check_new_rows(board_rows, new_rows)
+        references, notes = _references(per_run)
         if exists and is_legacy(board):
             old = encode_rows([item.row for item in board_rows], header=True)
         else:
@@ -236,4 +332,17 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
         if old and not old.endswith(b"\n"):
             old += b"\n"
         replace_atomically(board, old + encode_rows([item.row for item in new_rows], not old))
-    return SubmitReport(board=board, added=added, total_rows=len(board_rows) + len(new_rows))
+        _record_references(board, references, notes)
+    return SubmitReport(board, added, len(board_rows) + len(new_rows), already, tuple(notes))
+
+
+def _record_references(board: Path, references: list[DatasetReference], notes: list[str]) -> None:
+    """Add the runs' references to the board's side file (under the board's lock); the file is
+    rewritten only when something new is added."""
+    if not references:
+        return
+    existing = read_references(board)
+    merged, conflicts = merge(existing, references)
+    notes.extend(conflicts)
+    if merged != existing:
+        replace_atomically(references_path(board), encode_references(merged.values()))

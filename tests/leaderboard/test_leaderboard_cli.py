@@ -57,7 +57,7 @@ def test_show_json_ranks_methods_with_bracketing_intervals(
     board: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    report = json.loads(show(board, capsys, "--format", "json"))
+    report = json.loads(show(board, capsys, "--format", "json", "--normalise", "baseline"))
     assert (report["baseline"], report["normalisation"]) == ("cql:td", "baseline")
     methods = {item["method"]: item for item in report["methods"]}
     assert set(methods) == {"cql:td", "cql:itd", "cql:gitd"}
@@ -77,7 +77,7 @@ def test_show_csv_markdown_table_and_human_normalisation(
 ) -> None:
     rows = list(csv.DictReader(io.StringIO(show(board, capsys, "--format", "csv"))))
     assert tuple(rows[0]) == HEADER and len(rows) == 3
-    markdown = show(board, capsys, "--format", "markdown").splitlines()
+    markdown = show(board, capsys, "--format", "markdown").split("\n\n")[0].splitlines()
     assert markdown[0].startswith("| method |") and len(markdown) == 5
     table = show(board, capsys, "--normalise", "human")
     assert "IQM final (human)" in table and "cql:gitd" in table
@@ -111,7 +111,9 @@ def test_leaderboard_help_imports_no_heavy_library() -> None:
 
 
 EXAMPLE_BOARDS = sorted((Path(__file__).resolve().parents[2] / "leaderboards").rglob("*.csv"))
-EXAMPLE_BOARDS = [path for path in EXAMPLE_BOARDS if "reference" not in path.parts]
+EXAMPLE_BOARDS = [
+    path for path in EXAMPLE_BOARDS if "reference" not in path.parts and not path.name.endswith(".references.csv")
+]
 
 
 @pytest.mark.parametrize("path", EXAMPLE_BOARDS, ids=lambda path: path.name)
@@ -129,3 +131,53 @@ def test_committed_example_boards_are_valid_and_show(path: Path, capsys: pytest.
 
 def test_there_is_an_example_board() -> None:
     assert EXAMPLE_BOARDS, "leaderboards/ should hold at least one example board from real runs"
+
+
+def test_hopper_board_normalises_by_its_datasets_references(capsys: pytest.CaptureFixture[str]) -> None:
+    """leaderboards/mujoco_offline keeps its dataset's references beside the board; with 3 seeds
+    the IQM is the mean, so each method's IQM final is D4RL's formula on its mean final return."""
+    root = Path(__file__).resolve().parents[2] / "leaderboards" / "mujoco_offline"
+    with (root / "board.references.csv").open(newline="") as handle:
+        (reference,) = list(csv.DictReader(handle))
+    low, high = float(reference["ref_min_score"]), float(reference["ref_max_score"])
+    finals: dict[str, dict[str, float]] = {}
+    with (root / "board.csv").open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            method = f"{row['algorithm']}:{row['critic']}"
+            run = finals.setdefault(method, {})
+            if int(row["step"]) >= run.get(f"step{row['seed']}", -1):
+                run[f"step{row['seed']}"], run[row["seed"]] = int(row["step"]), float(row["return"])
+    argv = ["leaderboard", "show", "--board", str(root / "board.csv"), "--baseline", "bc:none", "--reps", "50"]
+    for how in ("minari", "auto"):
+        capsys.readouterr()
+        assert main([*argv, "--normalise", how, "--format", "json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        for item in report["methods"]:
+            returns = [value for key, value in finals[item["method"]].items() if not key.startswith("step")]
+            expected = 100 * (sum(returns) / len(returns) - low) / (high - low)
+            assert item["iqm"] == pytest.approx(expected)
+        (env,) = report["envs"].values()
+        assert env["normaliser"] == "minari" and (env["low"], env["high"]) == (low, high)
+    rows = [r for r in report["per_env"] if r["row"] in ("random", "reference (minari)")]
+    assert [r["mean_final_return"] for r in rows] == [low, high]
+
+
+def test_show_prints_each_envs_normalisation_and_the_per_env_table(board: Path, capsys) -> None:
+    """The synthetic Atari board: human-normalised by default (each env says so), and per env the
+    raw returns of every method with the random and human reference lines."""
+    text = show(board, capsys)
+    assert "normalised: Breakout: human" in text and "normalised: Pong: human" in text
+    per_env = text.split("\n\n")[-1].splitlines()
+    assert sum(line.startswith("Pong ") for line in per_env) == 3 + 2  # 3 methods, random, reference
+    assert any("reference (human)" in line and "14.6" in line for line in per_env)
+    assert any("cql:gitd" in line and "(exact)" in line and "3 x ?" in line for line in per_env)
+
+
+def test_html_page_holds_the_per_env_table(board: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    assert main(["leaderboard", "html", "--board", str(board), "--out", str(site), "--reps", "20"]) == 0
+    page = (site / "index.html").read_text()
+    table = page[page.index('<table id="per-env">') : page.index("</table>", page.index('id="per-env"'))]
+    assert table.count("<tr") == 1 + 2 * (3 + 2)  # header; per env 3 methods, random, reference
+    assert "reference (human)" in table and "(exact)" in table and "3 &times; ?" in table
+    assert "normalised: Pong: human" in page

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from offline_gitd.cli import main  # noqa: E402
+from offline_gitd.cli import main
+from offline_gitd.leaderboard.submit import STALE_AFTER_S  # noqa: E402
 from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
 FORMULA = "=cmd|' /C calc'!A0"
@@ -58,22 +61,30 @@ def test_csv_cells_cannot_start_a_formula(board: Path, capsys) -> None:
 
 
 def test_markdown_rows_keep_their_columns(board: Path, capsys) -> None:
-    lines = show(board, capsys, "markdown").strip().splitlines()
+    blocks = show(board, capsys, "markdown").strip().split("\n\n")
+    lines = blocks[0].splitlines()
     assert len(lines) == 2 + 3  # title, rule, one line per method
     columns = {line.replace("\\|", "").count("|") for line in lines}
     assert len(columns) == 1
     assert any("evil\\|col row:td" in line for line in lines)
+    per_env = [line for line in blocks[-1].splitlines() if line.startswith("|")]
+    assert len({line.replace("\\|", "").count("|") for line in per_env}) == 1  # the per-env table too
+    assert any("evil\\|col row:td" in line for line in per_env)
 
 
 def test_text_table_keeps_one_line_per_method(board: Path, capsys) -> None:
-    lines = show(board, capsys, "table").strip().splitlines()
+    blocks = show(board, capsys, "table").strip().split("\n\n")
+    lines = blocks[0].splitlines()
     assert len(lines) == 1 + 3 and any("evil|col\\nrow:td" in line for line in lines)
+    assert sum("evil|col\\nrow:td" in line for line in blocks[-1].splitlines()) == 2  # one per env
 
 
 def test_submit_sweeps_a_killed_submits_temp_file(board: Path, tmp_path: Path) -> None:
     board = Path(shutil.copy(board, tmp_path / "board.csv"))
-    stale = board.parent / f".{board.name}.abc123.tmp"
+    stale = board.parent / f".{board.name}.abc123.tmp"  # named before names carried the writer
     stale.write_bytes(b"suite,env\nhalf a bo")
+    old = time.time() - 2 * STALE_AFTER_S
+    os.utime(stale, (old, old))
     run = write_run(
         tmp_path / "late", env="Pong", algorithm="cql", critic="td", seed=7, steps=[0], returns=[1.0], K=1, beta=0.0
     )

@@ -45,7 +45,20 @@ def write_run(run_dir: Path, env: str, critic: str, seed: int, gain: float, meth
 
 def show_json(board: Path, *extra: str, capsys) -> dict[str, dict]:
     capsys.readouterr()
-    assert main(["leaderboard", "show", "--board", str(board), "--format", "json", "--reps", "20", *extra]) == 0
+    argv = [
+        "leaderboard",
+        "show",
+        "--board",
+        str(board),
+        "--format",
+        "json",
+        "--reps",
+        "20",
+        "--normalise",
+        "baseline",
+        "--keep-flagged-envs",
+    ]
+    assert main([*argv, *extra]) == 0
     return {m["method"]: m for m in json.loads(capsys.readouterr().out)["methods"]}
 
 

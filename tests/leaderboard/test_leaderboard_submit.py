@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from offline_gitd.cli import main  # noqa: E402
+from offline_gitd.leaderboard.board_references import read_references, references_path  # noqa: E402
 from offline_gitd.leaderboard.schema import read_rows  # noqa: E402
-from offline_gitd.leaderboard.submit import submit  # noqa: E402
+from offline_gitd.leaderboard.submit import STALE_AFTER_S, _host, submit  # noqa: E402
 from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
 
 
@@ -135,3 +139,84 @@ def test_concurrent_submitters_each_add_all_their_rows(tmp_path: Path) -> None:
     assert len(rows) == workers * runs_each
     assert sorted(row.seed for _, row in rows) == list(range(workers * runs_each))
     assert not list(tmp_path.glob(".board.csv.*.tmp"))
+
+
+def test_submitting_the_same_run_again_is_a_no_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    board = tmp_path / "board.csv"
+    first = run(tmp_path, "a")
+    assert main(["leaderboard", "submit", str(first), "--board", str(board)]) == 0
+    content = board.read_bytes()
+    capsys.readouterr()
+    assert main(["leaderboard", "submit", str(first), "--board", str(board)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "nothing to add: all 2 row(s) are already on" in out
+    assert board.read_bytes() == content
+    grown = run(tmp_path, "a", steps=[0, 10, 20], returns=[-21.0, -5.0, 3.0])  # the same run, one more step
+    assert main(["leaderboard", "submit", str(grown), "--board", str(board)]) == 0
+    assert "added 1 row(s)" in capsys.readouterr().out
+    assert board.read_bytes().startswith(content) and len(read_rows(board)) == 3
+
+
+def _dead_pid() -> int:
+    process = multiprocessing.get_context("fork").Process(target=lambda: None)
+    process.start()
+    process.join()
+    return process.pid
+
+
+def test_a_later_submit_removes_only_stale_temp_files(tmp_path: Path) -> None:
+    board = tmp_path / "board.csv"
+    submit([run(tmp_path, "a")], board, allow_new_env=False)
+    host = _host()
+    dead = tmp_path / f".board.csv.{host}.{_dead_pid()}.x1y2.tmp"
+    alive = tmp_path / f".board.csv.{host}.{os.getpid()}.z3w4.tmp"  # a live writer (this process)
+    other_host = tmp_path / ".board.csv.elsewhere.1.q5r6.tmp"
+    ancient = tmp_path / ".board.csv.elsewhere.2.s7t8.tmp"
+    for temp in (dead, alive, other_host, ancient):
+        temp.write_bytes(b"suite,env\nhalf a bo")
+    old = time.time() - 2 * STALE_AFTER_S
+    os.utime(ancient, (old, old))
+    submit([run(tmp_path, "b", seed=1)], board, allow_new_env=False)
+    assert not dead.exists() and not ancient.exists()
+    assert alive.exists() and other_host.exists()
+    assert len(read_rows(board)) == 4
+
+
+def _minari_run(root: Path, name: str, data: Path, dataset: str, metadata: dict, seed: int) -> Path:
+    """A run trained on a Minari dataset under the data root ``data``, whose metadata is given."""
+    directory = run(root, name, suite="minari", env=dataset, seed=seed, returns=[10.0, 50.0])
+    (directory / "config.json").write_text(
+        json.dumps({"config": {"dataset": f"minari:{dataset}", "data_dir": str(data)}})
+    )
+    meta = data / "minari" / dataset / "data"
+    meta.mkdir(parents=True, exist_ok=True)
+    (meta / "metadata.json").write_text(json.dumps({"dataset_id": dataset, **metadata}))
+    return directory
+
+
+def test_submit_records_the_datasets_references_beside_the_board(tmp_path: Path, capsys) -> None:
+    board = tmp_path / "board.csv"
+    data = tmp_path / "data"
+    dataset = "offline_gitd/toy/dqn-replay-v0"
+    metadata = {"ref_min_score": -5.0, "ref_max_score": 95.0, "checkpoint_returns": [1.0, 20.0, 45.0]}
+    first = _minari_run(tmp_path, "a", data, dataset, metadata, seed=0)
+    argv = ["leaderboard", "submit", "--allow-new-env", "--board", str(board)]
+    assert main([*argv, str(first)]) == 0
+    references = read_references(board)
+    (reference,) = references.values()
+    assert (reference.ref_min_score, reference.ref_max_score, reference.dqn_replay_score) == (-5.0, 95.0, 45.0)
+    assert references_path(board).name == "board.references.csv"
+    other = _minari_run(tmp_path / "elsewhere", "b", tmp_path / "data2", dataset, {"ref_min_score": 0.0}, seed=1)
+    capsys.readouterr()
+    assert main([*argv, str(other)]) == 0
+    assert "has references other than those kept" in capsys.readouterr().err
+    assert read_references(board) == references  # the first kept
+    # The board normalises by them: 100 (x - min) / (max - min), and (x - random) / (DQN - random).
+    show = ["leaderboard", "show", "--board", str(board), "--format", "json", "--reps", "20"]
+    for how, expected in (("minari", 100 * (50 + 5) / 100), ("dqn-replay", (50 + 5) / 50)):
+        capsys.readouterr()
+        assert main([*show, "--normalise", how]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["methods"][0]["iqm"] == pytest.approx(expected)
+    assert main([*show]) == 0
+    assert json.loads(capsys.readouterr().out)["envs"][dataset]["normaliser"] == "minari"  # auto's first choice

@@ -1,0 +1,127 @@
+"""Per-env answers (docs/leaderboard.md#per-env-table): what each method scored in each env.
+
+The aggregate over envs says which method is better overall; a reader of one game wants that
+game's numbers. Per env and method: the mean raw final return over seeds with its 95% bootstrap
+interval (seeds resampled), how many seeds and evaluation episodes it rests on, and against the
+baseline the probability of improvement P(X > Y) (Agarwal et al. 2021; both methods' seeds
+resampled) and a two-sided permutation test of equal mean final returns.
+
+The permutation test is *unpaired*: seed i of one method and seed i of another share neither
+their network initialisation (their parameters differ in shape) nor anything else that would make
+their outcomes correlated, so pairing by seed index would only discard information. It is exact
+(every split of the pooled seeds) while there are at most 20,000 splits, and Monte-Carlo (20,000
+random splits, p = (1 + hits) / (1 + draws)) beyond; the table says which.
+
+Each env also gets a ``random`` line and a ``reference`` line (the high reference: the dataset's
+behaviour, the DQN replay, D4RL's expert or a human), where a reference exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from offline_gitd.leaderboard import bootstrap
+from offline_gitd.leaderboard.normalise import EnvNormaliser, final_scores
+from offline_gitd.leaderboard.stats import Interval
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_EPISODES = re.compile(r"(?:^|\s)eval_episodes=(\d+)(?:\s|$)")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvLine:
+    """One method in one env. ``episodes``: evaluation episodes per seed behind each final
+    return (from the rows' ``method_config``; ``None`` where the board does not record it)."""
+
+    env: str
+    method: str
+    seeds: int
+    episodes: int | None
+    mean: Interval
+    improvement: Interval | None
+    p_value: float | None
+    test: str | None
+    flagged: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceLine:
+    """A reference return of one env: ``random`` or ``reference`` (the high one)."""
+
+    env: str
+    kind: str
+    value: float
+    source: str
+
+
+def episodes_of(method_configs: pd.Series) -> int | None:
+    """The evaluation episodes per seed a method's rows record (``eval_episodes=N`` in their
+    ``method_config``), if they agree on one."""
+    found = {int(match.group(1)) for text in method_configs.unique() if (match := _EPISODES.search(str(text)))}
+    return found.pop() if len(found) == 1 else None
+
+
+def reference_lines(normalisers: Mapping[str, EnvNormaliser]) -> list[ReferenceLine]:
+    """The random and high reference of each env that has them."""
+    lines = []
+    for env, item in sorted(normalisers.items()):
+        if item.reference is not None:
+            ref = item.reference
+            lines.append(ReferenceLine(env, "random", ref.low, ref.source))
+            lines.append(ReferenceLine(env, f"reference ({ref.kind})", ref.high, ref.source))
+        elif item.random is not None:
+            lines.append(ReferenceLine(env, "random", item.random, "best available reference"))
+    return lines
+
+
+def per_env_lines(
+    scored: pd.DataFrame, baseline: str, reps: int, seed: int, flagged: Mapping[str, str] | None = None
+) -> list[EnvLine]:
+    """Every (env, method) of ``scored``: raw final returns and the comparison with the baseline."""
+    rng = np.random.default_rng(seed)
+    split_seed = int(rng.integers(2**32))
+    finals = final_scores(scored)
+    lines = []
+    for env in sorted(finals["env"].unique()):
+        in_env = finals[finals["env"] == env]
+        base = in_env[in_env["method"] == baseline].sort_values(["seed", "run"])["return"].to_numpy(float)
+        base_counts = None
+        if len(base):
+            base_draw = rng.integers(0, len(base), size=(reps, len(base), 1))
+            base_counts = bootstrap.counts(base_draw, len(base))
+        for method in sorted(in_env["method"].unique()):
+            runs = in_env[in_env["method"] == method].sort_values(["seed", "run"])
+            x = runs["return"].to_numpy(float)
+            is_base = method == baseline
+            draw = base_draw if is_base and base_counts is not None else rng.integers(0, len(x), size=(reps, len(x), 1))
+            x_counts = base_counts if is_base and base_counts is not None else bootstrap.counts(draw, len(x))
+            means = x_counts[:, 0, :] @ x / len(x)
+            low, high = bootstrap.percentile_interval(means)
+            improvement = p_value = test = None
+            if base_counts is not None:
+                point = float(bootstrap.improvement_samples(x[:, None], base[:, None], None, None)[0])
+                samples = bootstrap.improvement_samples(x[:, None], base[:, None], x_counts, base_counts)[:, 0]
+                improvement = Interval(point, *(float(v) for v in bootstrap.percentile_interval(samples)))
+                if not is_base:
+                    p_value, test = bootstrap.permutation_test(x, base, split_seed)
+            lines.append(
+                EnvLine(
+                    env=env,
+                    method=method,
+                    seeds=len(x),
+                    episodes=episodes_of(runs["method_config"]),
+                    mean=Interval(float(x.mean()), float(low), float(high)),
+                    improvement=improvement,
+                    p_value=p_value,
+                    test=test,
+                    flagged=env in (flagged or {}),
+                )
+            )
+    return lines
