@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/leaderboard_speed.py            # both boards, 2,000 replications
     .venv/bin/python benchmarks/leaderboard_speed.py --cli      # also whole CLI processes
 
-Two boards: the 625-row MinAtar board (``leaderboards/minatar_offline/board.csv``) and a synthetic
+Two boards: the 625-row MinAtar board (``leaderboards/minatar_pilot/board.csv``) and a synthetic
 board of the paper's size, 10 games x 8 methods x 10 seeds x 50 evaluations (40,000 rows, written
 to a temporary directory; its returns are made up and say nothing about any method). Each command
 is timed in this process after a first call has imported everything (the figure of merit: the
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-MINATAR = ROOT / "leaderboards" / "minatar_offline" / "board.csv"
+MINATAR = ROOT / "leaderboards" / "minatar_pilot" / "board.csv"
 COLUMNS = (
     "suite,env,algorithm,critic,K,beta,seed,step,return,run_id,config_hash,package_version,created_at,method_config"
 ).split(",")
