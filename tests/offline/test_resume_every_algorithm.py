@@ -33,7 +33,15 @@ def minari_root(tmp_path_factory) -> Path:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize(
-    "algo, dataset", [("cql", CARTPOLE), ("bc", CARTPOLE), ("cql", PENDULUM), ("td3bc", PENDULUM), ("iql", PENDULUM)]
+    "algo, dataset",
+    [
+        # discrete CQL's resume is also tests/offline/test_offline.py's, under both drivers
+        pytest.param("cql", CARTPOLE, marks=pytest.mark.slow),
+        ("bc", CARTPOLE),
+        pytest.param("cql", PENDULUM, marks=pytest.mark.slow),  # CQL-SAC: 30 sampled actions, compiles long
+        ("td3bc", PENDULUM),
+        ("iql", PENDULUM),
+    ],
 )
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(minari_root, tmp_path, monkeypatch, algo, dataset) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(minari_root))
