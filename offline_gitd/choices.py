@@ -1,10 +1,11 @@
-"""The names a user chooses among: head layouts, torsos, update drivers, frame placements, offline algorithms.
+"""The names a user chooses among: head layouts, torsos, update drivers, frame placements.
 
 Plain data on the ground floor, so that building the command line (and ``--help``) imports no JAX:
-the modules that implement each choice import its names from here. Critics, which third-party
-packages can add, are :mod:`offline_gitd.critic_registry`'s records. :func:`did_you_mean` is how a
-name outside any closed set (a flag's choices, a subcommand, a config file's keys) is refused: with
-the closest names, so that a typo costs one look at the message (docs/getting-started.md#the-command-line).
+the modules that implement each choice import its names from here. Critics and offline algorithms,
+which third-party packages can add, are the records of :mod:`offline_gitd.critic_registry` and
+:mod:`offline_gitd.algorithm_registry`. :func:`did_you_mean` is how a name outside any closed set (a
+flag's choices, a subcommand, a config file's keys) is refused: with the closest names, so that a
+typo costs one look at the message (docs/getting-started.md#the-command-line).
 """
 
 from __future__ import annotations
@@ -22,11 +23,8 @@ DRIVERS = ("auto", "scan", "loop")
 SEED_STRATEGIES = ("auto", "vmap", "per-seed")
 # Where the offline loop gathers Atari frames for a batch.
 FRAME_PLACEMENTS = ("auto", "device", "host")
-# Offline algorithms (docs/offline.md#baselines): CQL over any critic, behaviour cloning (no critic),
-# TD3+BC and IQL (continuous actions only).
-OFFLINE_ALGOS = ("cql", "bc", "td3bc", "iql")
-CONTINUOUS_ONLY_ALGOS = ("td3bc", "iql")
-# The critic column of an algorithm that trains none (behaviour cloning).
+# The critic column of an algorithm that trains none (behaviour cloning). The offline algorithms,
+# which third-party packages can add, are offline_gitd.algorithm_registry's records.
 NO_CRITIC = "none"
 
 

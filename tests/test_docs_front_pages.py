@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from offline_gitd.choices import OFFLINE_ALGOS
+from offline_gitd.algorithm_registry import BUILTIN as BUILTIN_ALGORITHMS
 from offline_gitd.cli import build_parser
 from offline_gitd.critic_registry import BUILTIN
 from offline_gitd.version import __version__
@@ -31,6 +31,8 @@ DOCS = REPO / "docs"
 ALGORITHM_NAMES = {"cql": "CQL", "bc": "behaviour cloning", "td3bc": "TD3+BC", "iql": "IQL"}
 ONLINE_NAMES = ("DQN", "SAC")
 BACKEND_NAMES = {"ray": "Ray", "slurm": "SLURM"}
+# The package's own algorithms, as their records list them (installed plug-ins are not the package's).
+OFFLINE_ALGOS = tuple(spec.name for spec in BUILTIN_ALGORITHMS)
 
 
 def _flat(text: str) -> str:

@@ -94,37 +94,8 @@ OFFLINE_DEFAULTS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# The offline baselines beside CQL (docs/offline.md#baselines): per algorithm and domain, the values
-# that replace the domain's row above. An algorithm other than cql takes no cql_alpha (it stays unset).
-# bc, continuous: CORL's BC (Tarasov et al. 2023, any_percent_bc): Adam lr 3e-4, batch 256, an
-#   FC 256 - FC 256 policy. Discrete bc keeps the domain's network, learning rate and batch.
-# td3bc: Fujimoto & Gu (2021), Appendix C: alpha 2.5, policy noise 0.2 clipped at 0.5, a policy (and
-#   target) update every 2 critic updates, Adam lr 3e-4 for actor and critics, batch 256,
-#   FC 256 - FC 256 networks, soft target rate tau 0.005.
-# iql: Kostrikov et al. (2022), Appendix B (MuJoCo): expectile 0.7, temperature (their beta) 3.0,
-#   Adam lr 3e-4, batch 256, FC 256 - FC 256 networks, soft target rate tau 0.005.
-BASELINE_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
-    "cql": {},
-    "bc": {"continuous": dict(lr=3e-4, batch_size=256, mlp_hidden="256,256")},
-    "td3bc": {
-        "continuous": dict(
-            bc_alpha=2.5,
-            policy_noise=0.2,
-            noise_clip=0.5,
-            policy_delay=2,
-            lr=3e-4,
-            batch_size=256,
-            mlp_hidden="256,256",
-            T=1,
-            tau=5e-3,
-        )
-    },
-    "iql": {
-        "continuous": dict(
-            expectile=0.7, iql_temperature=3.0, lr=3e-4, batch_size=256, mlp_hidden="256,256", T=1, tau=5e-3
-        )
-    },
-}
+# The offline algorithms' own values over a domain's row above (the baselines' papers' settings)
+# are their records' defaults in offline_gitd.algorithm_registry (docs/adding-a-learner.md).
 
 # Online. atari: the paper's online DQN table (UTD 1/4 is the "medium" point of the UTD study and Nature DQN's
 #   one update per 4 agent steps); results are logged every 10,000 env steps and checkpointed

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from offline_gitd.data.lock_book import LockBook, LockEntry, LockWaitInterrupted, file_lock, hash_file
+from offline_gitd.data.lock_book import LockBook, LockEntry, file_lock, hash_file
 from offline_gitd.data.shard_verification import (
     ServerChecks,
     parse_content_range,
@@ -34,6 +34,7 @@ from offline_gitd.data.shard_verification import (
     server_checks,
     verification_problems,
 )
+from offline_gitd.durable import LockWaitInterrupted, move_into_place
 from offline_gitd.version import __version__
 
 CHUNK_BYTES = 1 << 20
@@ -410,7 +411,7 @@ def _fetch_shard_locked(
             )
             contributors = []
             continue
-        os.replace(task.part, task.dest)
+        move_into_place(task.part, task.dest)  # the .part was fsynced as it was completed
         book.record(LockEntry(task.name, digests.size, digests.sha256, source=url))
         notes = [note for note in (repaired.rstrip("; "), *refused) if note]
         return ShardOutcome(task.name, "fetched", digests.size, "; ".join(notes))

@@ -3,22 +3,22 @@
 The bucket publishes no checksums, so after a shard's first verified download its name, size and
 sha256 are recorded here; later copies, mirrors and local files are then checked against the lock
 without the server (docs/datasets.md). Several download threads and several fetch processes may
-share one lock file: threads through :class:`LockBook`'s lock, processes through :func:`file_lock`.
+share one lock file: threads through :class:`LockBook`'s lock, processes through :func:`file_lock`
+(both the file locks and the atomic rewrite of the lock file are :mod:`offline_gitd.durable`'s).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from offline_gitd import durable
 from offline_gitd.data.crc32c import crc32c
 from offline_gitd.errors import UsageError
 
@@ -44,10 +44,6 @@ class FileDigests:
     sha256: str
     crc32c: int
     md5: bytes
-
-
-class LockWaitInterrupted(Exception):
-    """Waiting for another process's :func:`file_lock` was given up because ``stop`` was set."""
 
 
 def lock_path(directory: Path, run: int) -> Path:
@@ -93,22 +89,17 @@ def read_lock(path: Path) -> dict[str, LockEntry]:
 def file_lock(path: Path, stop: threading.Event | None = None, poll: float = 0.2) -> Iterator[None]:
     """An exclusive ``flock`` on ``path`` (created if needed, never deleted: deleting it would let
     two processes lock two different files). With ``stop``, waiting gives up when it is set
-    (:class:`LockWaitInterrupted`)."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    except OSError as err:
-        raise UsageError(f"cannot create the lock file {path}: {err.strerror or err}") from None
-    try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | (fcntl.LOCK_NB if stop is not None else 0))
-                break
-            except BlockingIOError:
-                if stop.wait(poll):  # type: ignore[union-attr]
-                    raise LockWaitInterrupted("interrupted while another fetch held this shard") from None
+    (:class:`offline_gitd.durable.LockWaitInterrupted`, saying so in one line)."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(
+                durable.file_lock(
+                    path, stop=stop, poll=poll, interrupted="interrupted while another fetch held this shard"
+                )
+            )
+        except OSError as err:
+            raise UsageError(f"cannot create or lock the lock file {path}: {err.strerror or err}") from None
         yield
-    finally:
-        os.close(fd)
 
 
 class LockBook:
@@ -137,12 +128,9 @@ class LockBook:
                 **self.header,
                 "shards": [vars(e) for _, e in sorted(self.entries.items())],
             }
-            tmp = self.path.with_name(self.path.name + ".tmp")
             try:
-                tmp.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-                os.replace(tmp, self.path)
+                durable.replace_text(self.path, json.dumps(payload, indent=1) + "\n")
             except OSError as err:
-                tmp.unlink(missing_ok=True)
                 raise UsageError(
                     f"cannot write {self.path}: {err.strerror or err}; the verified shards are kept "
                     "and rerunning the fetch records them once there is room"

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from offline_gitd.durable import replace_json
 
 MANIFEST_VERSION = 1
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
@@ -89,9 +90,7 @@ def write_manifest(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
     kept = {entry["id"]: entry for entry in read_manifest(path)} if path.exists() else {}
     kept.update({entry["id"]: dict(entry) for entry in entries})
     document = {"version": MANIFEST_VERSION, "datasets": [kept[key] for key in sorted(kept)]}
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)  # a reader sees the old manifest or the new one
+    replace_json(path, document)  # a reader sees the old manifest or the new one
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:

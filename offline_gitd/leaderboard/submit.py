@@ -2,15 +2,16 @@
 
 How the append is made safe (docs/leaderboard.md):
 
-- **Exclusion**: an exclusive ``fcntl.flock`` on a side file ``<board>.lock`` is held from reading
+- **Exclusion**: an exclusive ``flock`` on a side file ``<board>.lock`` is held from reading
   the board to replacing it, so concurrent submitters see each other's rows and cannot both add a
   duplicate. The lock file is never deleted (deleting it would let two processes lock two files).
 - **Atomicity**: the new board is a temporary file in the same directory holding the old board's
   bytes, copied verbatim, followed by the new rows; it is fsynced and renamed over the board, and
-  the directory is fsynced. A reader, or a crash at any point, sees the old board or the new one,
-  never a torn last line, which an ``O_APPEND`` write interrupted by a full disk or a kill can
-  leave. Earlier rows are never re-serialised, so they stay byte-identical. The copy costs
-  O(board size) per submit, which is small next to producing the runs.
+  the directory is fsynced (:mod:`offline_gitd.durable`, like the lock). A reader, or a crash at
+  any point, sees the old board or the new one, never a torn last line, which an ``O_APPEND`` write
+  interrupted by a full disk or a kill can leave. Earlier rows are never re-serialised, so they
+  stay byte-identical. The copy costs O(board size) per submit, which is small next to producing
+  the runs.
 - **Upgrade**: a board written before the ``method_config`` column is rewritten once, with the
   new header and its rows given an empty ``method_config`` ("not recorded"), when rows are added.
 - **All or nothing**: every row of every run directory is validated, and checked for duplicates
@@ -34,19 +35,18 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import fcntl
 import glob
 import io
 import os
 import re
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from offline_gitd.durable import TEMP_SUFFIX, file_lock, replace_bytes, temp_prefix
 from offline_gitd.errors import UsageError
 from offline_gitd.input_paths import refuse_escaping_links
 from offline_gitd.leaderboard.board_references import (
@@ -167,14 +167,9 @@ def check_new_rows(board_rows: Sequence[Located], new_rows: Sequence[Located]) -
 
 @contextmanager
 def board_lock(board: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``<board>.lock`` (created if needed) for the block."""
-    lock_path = board.with_name(board.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    """Hold an exclusive lock on ``<board>.lock`` (created if needed, never deleted) for the block."""
+    with file_lock(board.with_name(board.name + ".lock")):
         yield
-    finally:
-        os.close(fd)
 
 
 def encode_rows(rows: Sequence[ResultRow], header: bool) -> bytes:
@@ -201,27 +196,12 @@ def _host() -> str:
 
 
 def replace_atomically(path: Path, content: bytes) -> None:
-    """Write ``content`` to a temp file beside ``path``, fsync, rename over ``path``, fsync dir.
+    """Replace ``path`` with ``content`` (:func:`offline_gitd.durable.replacing`: temp file beside
+    it, fsync, rename, fsync of the directory; the file's permissions are kept).
 
     The temp file's name carries this host and process id, so that a later submit can tell the
     file of a killed writer from one still being written (:func:`remove_stale_temp_files`)."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_host()}.{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    replace_bytes(path, content, prefix=f"{temp_prefix(path)}{_host()}.{os.getpid()}.")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -244,7 +224,7 @@ def is_stale(temp: Path, target: Path, now: float) -> bool:
         return False
     if age > STALE_AFTER_S:
         return True
-    middle = temp.name[len(f".{target.name}.") : -len(".tmp")]
+    middle = temp.name[len(temp_prefix(target)) : -len(TEMP_SUFFIX)]
     parts = middle.split(".")
     if len(parts) >= 3 and parts[0] == _host() and parts[1].isdigit():
         return not _pid_alive(int(parts[1]))
@@ -257,17 +237,11 @@ def remove_stale_temp_files(board: Path, now: float | None = None) -> list[Path]
     moment = time.time() if now is None else now
     removed = []
     for target in (board, references_path(board)):
-        for temp in board.parent.glob(f".{glob.escape(target.name)}.*.tmp"):
+        for temp in board.parent.glob(f"{glob.escape(temp_prefix(target))}*{TEMP_SUFFIX}"):
             if is_stale(temp, target, moment):
                 temp.unlink(missing_ok=True)
                 removed.append(temp)
     return removed
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 def _references(per_run: dict[Path, list[Located]]) -> tuple[list[DatasetReference], list[str]]:

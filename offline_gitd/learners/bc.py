@@ -34,6 +34,7 @@ from offline_gitd.batch import Batch
 from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
 from offline_gitd.learners.continuous import ActionBox, as_key
+from offline_gitd.learners.family import ActionSpace, network_settings
 from offline_gitd.networks import Params, make_torso
 
 
@@ -175,3 +176,11 @@ def make_continuous_bc_family(
     """``action_bounds`` = (low, high) of the env's Box, each broadcastable to [act_dim]."""
     box = action_box(act_dim, action_bounds)
     return ContinuousBCFamily(Actor(act_dim, tuple(mlp_hidden)), obs_example, box, lr, adam_eps)
+
+
+def build_bc_family(cfg: Any, spaces: ActionSpace, obs_example: np.ndarray) -> DiscreteBCFamily | ContinuousBCFamily:
+    """``--algo bc``'s family builder (offline_gitd.algorithm_registry): the discrete family on the
+    domain's torso, the continuous one on SAC's actor."""
+    if spaces.action_kind == "discrete":
+        return make_discrete_bc_family(spaces.action_size, obs_example, torso=cfg.torso, **network_settings(cfg))
+    return make_continuous_bc_family(spaces.action_size, obs_example, spaces.action_bounds, **network_settings(cfg))

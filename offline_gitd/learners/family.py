@@ -35,6 +35,32 @@ class Family(Protocol):
     def act(self, state: Any, obs: jnp.ndarray, rng: jax.Array) -> jnp.ndarray: ...
 
 
+class ActionSpace(Protocol):
+    """The dataset's actions as a family builder reads them: :class:`offline_gitd.envs.make.SpaceInfo`,
+    which the learners' floor may not import (docs/architecture.md#floors)."""
+
+    @property
+    def action_kind(self) -> str: ...  # "discrete" or "continuous"
+
+    @property
+    def action_size(self) -> int: ...  # number of actions (discrete) or action dimension (continuous)
+
+    @property
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray] | None: ...  # (low, high) of a Box, else None
+
+
+# What an algorithm's record names as its ``family`` (offline_gitd.algorithm_registry,
+# docs/adding-a-learner.md): ``build(cfg, spaces, obs_example)`` from the run's resolved config
+# (an ``OfflineConfig``, a floor above this one, so typed ``Any`` here), the dataset's actions and
+# one network input (a batch of 1).
+FamilyBuilder = Callable[[Any, ActionSpace, np.ndarray], Family]
+
+
+def network_settings(cfg: Any) -> dict[str, Any]:
+    """The MLP widths and Adam settings every family of the package reads from a run config."""
+    return dict(mlp_hidden=cfg.hidden_sizes, lr=cfg.lr, adam_eps=cfg.adam_eps)
+
+
 @dataclass(frozen=True)
 class DiscreteFamily:
     """CQL-DQN (``cql_alpha > 0``) or DQN-style critics on discrete actions."""
@@ -142,3 +168,28 @@ def make_continuous_family(
     net = make_network(critic, 1, "mlp", continuous=True, mlp_hidden=mlp_hidden)
     actor = Actor(act_dim, tuple(actor_hidden))
     return ContinuousFamily(critic, net, actor, obs_example, box, lr, adam_eps, cql_alpha, num_cql_samples)
+
+
+def build_cql_family(cfg: Any, spaces: ActionSpace, obs_example: np.ndarray) -> DiscreteFamily | ContinuousFamily:
+    """``--algo cql``'s :data:`FamilyBuilder`: CQL-DQN on discrete actions, CQL(H)-SAC on continuous
+    ones, each over the run's critic (``--cql-alpha 0``: offline DQN or SAC)."""
+    if spaces.action_kind == "discrete":
+        return make_discrete_family(
+            cfg.critic_config(),
+            spaces.action_size,
+            obs_example,
+            torso=cfg.torso,
+            head_hidden=cfg.head_hidden,
+            cql_alpha=cfg.cql_alpha,
+            **network_settings(cfg),
+        )
+    # One --mlp-hidden sets the critics and the actor (the MuJoCo table has FC 256 - FC 256 for both), as online.
+    return make_continuous_family(
+        cfg.critic_config(),
+        spaces.action_size,
+        obs_example,
+        spaces.action_bounds,
+        actor_hidden=cfg.hidden_sizes,
+        cql_alpha=cfg.cql_alpha,
+        **network_settings(cfg),
+    )

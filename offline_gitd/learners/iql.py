@@ -55,6 +55,7 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
 from offline_gitd.learners.continuous import ActionBox, as_key, init_critic_ensembles
+from offline_gitd.learners.family import ActionSpace, network_settings
 from offline_gitd.networks import MultiHeadNetwork, Params
 from offline_gitd.networks.torsos import scale_observation
 
@@ -330,4 +331,18 @@ def make_iql_family(
         adam_eps,
         expectile,
         temperature,
+    )
+
+
+def build_iql_family(cfg: Any, spaces: ActionSpace, obs_example: np.ndarray) -> IQLFamily:
+    """``--algo iql``'s family builder (offline_gitd.algorithm_registry): continuous actions only,
+    as its record says."""
+    return make_iql_family(
+        cfg.critic_config(),
+        spaces.action_size,
+        obs_example,
+        spaces.action_bounds,
+        **network_settings(cfg),
+        expectile=cfg.expectile,
+        temperature=cfg.iql_temperature,
     )

@@ -53,6 +53,7 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.learners.action_box import action_box
 from offline_gitd.learners.actor import Actor
 from offline_gitd.learners.continuous import ActionBox, as_key, init_critic_ensembles
+from offline_gitd.learners.family import ActionSpace, network_settings
 from offline_gitd.networks import MultiHeadNetwork, Params
 
 
@@ -293,4 +294,20 @@ def make_td3bc_family(
     actor = Actor(act_dim, tuple(mlp_hidden))
     return TD3BCFamily(
         critic, net, actor, obs_example, box, lr, adam_eps, bc_alpha, policy_noise, noise_clip, policy_delay
+    )
+
+
+def build_td3bc_family(cfg: Any, spaces: ActionSpace, obs_example: np.ndarray) -> TD3BCFamily:
+    """``--algo td3bc``'s family builder (offline_gitd.algorithm_registry): continuous actions only,
+    as its record says."""
+    return make_td3bc_family(
+        cfg.critic_config(),
+        spaces.action_size,
+        obs_example,
+        spaces.action_bounds,
+        **network_settings(cfg),
+        bc_alpha=cfg.bc_alpha,
+        policy_noise=cfg.policy_noise,
+        noise_clip=cfg.noise_clip,
+        policy_delay=cfg.policy_delay,
     )

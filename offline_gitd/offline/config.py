@@ -1,9 +1,11 @@
 """``offline_gitd train``'s configuration: a :class:`~offline_gitd.config.base.RunConfig` on a dataset.
 
 The domain's defaults are the paper's offline tables (:data:`offline_gitd.config.paper.OFFLINE_DEFAULTS`),
-with the baselines' own values over them (:data:`offline_gitd.config.paper.BASELINE_DEFAULTS`).
-Behaviour cloning trains no critic: its ``critic`` is ``none``, and every critic flag is refused
-(docs/offline.md#baselines).
+with the algorithm's own values over them (its record's ``defaults``,
+:mod:`offline_gitd.algorithm_registry`). What an algorithm takes (action kinds, its own fields, its
+default critic) is read from its record, never from its name (docs/adding-a-learner.md). An
+algorithm that trains no critic (behaviour cloning) has ``critic`` ``none``, and every critic flag
+is refused (docs/offline.md#baselines).
 """
 
 from __future__ import annotations
@@ -13,22 +15,24 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS, FRAME_PLACEMENTS, NO_CRITIC, OFFLINE_ALGOS
+from offline_gitd.algorithm_registry import (
+    BUILTIN,
+    DOMAIN_ACTIONS,
+    AlgorithmSpec,
+    algorithm_names,
+    algorithm_spec,
+    algorithm_specs,
+)
+from offline_gitd.choices import FRAME_PLACEMENTS, NO_CRITIC
 from offline_gitd.config.base import RunConfig
 from offline_gitd.config.fields import check_range, option
-from offline_gitd.config.paper import BASELINE_DEFAULTS, OFFLINE_DEFAULTS
+from offline_gitd.config.paper import OFFLINE_DEFAULTS
 from offline_gitd.critic_registry import critic_names
 from offline_gitd.errors import ConfigError
 
-# The critic a run of each algorithm trains when it names none: Gi-TD, the package's; IQL's
-# bootstrap V(s') takes only critics with a target network (td); behaviour cloning trains none.
-DEFAULT_CRITIC = {"cql": "gitd", "td3bc": "gitd", "iql": "td", "bc": NO_CRITIC}
-# The fields only one algorithm reads; set with another, they are refused.
-ALGO_FIELDS: dict[str, tuple[str, ...]] = {
-    "cql": ("cql_alpha",),
-    "td3bc": ("bc_alpha", "policy_noise", "noise_clip", "policy_delay"),
-    "iql": ("expectile", "iql_temperature"),
-}
+# The fields hashed even when unset: cql_alpha was hashed before any other algorithm existed; the
+# other built-in algorithms' own fields enter the hash only when set (:meth:`OfflineConfig.hash_identity`).
+HASHED_WHEN_UNSET = ("cql_alpha",)
 # The fields that configure a critic: behaviour cloning has none, so it takes none of them. Each
 # with the value that means "not set".
 CRITIC_FIELDS: dict[str, object] = {"K": None, "T": None, "tau": None, "heads": None, "beta": 1.0, "D": 1}
@@ -54,7 +58,7 @@ class OfflineConfig(RunConfig):
         "cql",
         "offline algorithm: cql (--cql-alpha 0 gives offline DQN/SAC), bc (behaviour cloning, no critic), "
         "td3bc (TD3+BC) or iql (IQL); td3bc and iql need continuous actions",
-        choices=OFFLINE_ALGOS,
+        choices=algorithm_names,
     )
     cql_alpha: float | None = option(None, "cql: weight of the CQL penalty (0: no penalty)")
     bc_alpha: float | None = option(None, "td3bc: alpha, the weight of Q against the BC term (paper: 2.5)")
@@ -90,13 +94,14 @@ class OfflineConfig(RunConfig):
         rules, validate; returns a new config."""
         self.check_algo_flags()
         self.check_algo(domain)
+        spec = algorithm_spec(self.algo)
         values = dataclasses.asdict(self)
         if values["tau"] is not None and self.T is None:
             values["T"] = 1
-        defaults = {**OFFLINE_DEFAULTS[domain], **BASELINE_DEFAULTS[self.algo].get(domain, {})}
-        if self.algo != "cql":
-            defaults.pop("cql_alpha")
-        if self.algo == "bc":
+        defaults = {**OFFLINE_DEFAULTS[domain], **spec.defaults.get(domain, {})}
+        for name in others_fields(spec):  # the domain's cql_alpha stays unset for every other algorithm
+            defaults.pop(name, None)
+        if not spec.trains_critic:
             for name in CRITIC_FIELDS:
                 defaults.pop(name, None)
             values["critic"] = NO_CRITIC
@@ -106,22 +111,20 @@ class OfflineConfig(RunConfig):
             resolved = OfflineConfig(**values)
             resolved.validate()
             return resolved
-        values["critic"] = values["critic"] or DEFAULT_CRITIC[self.algo]
+        values["critic"] = values["critic"] or spec.default_critic
         return dataclasses.replace(self, critic=values["critic"]).filled(values, defaults, domain)
 
     def validate(self) -> None:
-        """Every check; behaviour cloning has no critic to check."""
-        if self.algo == "bc":
-            self.check_flags()
-        else:
+        """Every check; an algorithm that trains no critic (behaviour cloning) has none to check."""
+        if algorithm_spec(self.algo).trains_critic:
             super().validate()
+        else:
+            self.check_flags()
 
     def check_algo(self, domain: str) -> None:
-        """Refuse td3bc and iql on a domain of discrete actions (every domain but ``continuous``)."""
-        if self.algo in CONTINUOUS_ONLY_ALGOS and domain != "continuous":
-            raise ConfigError(
-                f"--algo {self.algo} is for continuous actions; this dataset's are discrete (use cql or bc)"
-            )
+        """Refuse an algorithm on a domain of actions it does not take (td3bc and iql on every
+        domain but ``continuous``)."""
+        algorithm_spec(self.algo).check_action_kind(DOMAIN_ACTIONS[domain])
 
     def check_flags(self) -> None:
         super().check_flags()
@@ -140,19 +143,24 @@ class OfflineConfig(RunConfig):
         self.check_algo_flags()
 
     def check_algo_flags(self) -> None:
-        """The algorithm's own flags in range, other algorithms' refused, and bc without a critic."""
-        for algo, names in ALGO_FIELDS.items():
-            for name in names:
-                if algo != self.algo and getattr(self, name) is not None:
-                    raise ConfigError(f"{flag(name)} is for --algo {algo}, not --algo {self.algo}")
-        if self.algo == "bc":
+        """The algorithm's own flags in range, other algorithms' refused, and no critic for an
+        algorithm that trains none (bc)."""
+        spec = algorithm_spec(self.algo)
+        for name in others_fields(spec):
+            if getattr(self, name) is not None:
+                owner = next(other.name for other in algorithm_specs().values() if name in other.fields)
+                raise ConfigError(f"{flag(name)} is for --algo {owner}, not --algo {self.algo}")
+        if not spec.trains_critic:
             if self.critic not in (None, NO_CRITIC):
-                raise ConfigError(f"--algo bc trains no critic: drop --critic {self.critic}")
+                raise ConfigError(f"--algo {self.algo} trains no critic: drop --critic {self.critic}")
             for name, unset in CRITIC_FIELDS.items():
                 if getattr(self, name) != unset:
-                    raise ConfigError(f"--algo bc trains no critic: drop {flag(name)}")
+                    raise ConfigError(f"--algo {self.algo} trains no critic: drop {flag(name)}")
         elif self.critic == NO_CRITIC:
-            raise ConfigError(f"--critic {NO_CRITIC} is for --algo bc; --algo {self.algo} trains a critic")
+            without = " or ".join(
+                f"--algo {other.name}" for other in algorithm_specs().values() if not other.trains_critic
+            )
+            raise ConfigError(f"--critic {NO_CRITIC} is for {without}; --algo {self.algo} trains a critic")
         for name in ("policy_noise", "noise_clip", "iql_temperature"):
             check_range(flag(name), getattr(self, name), 0.0)
         if self.bc_alpha is not None and not (math.isfinite(self.bc_alpha) and self.bc_alpha > 0):
@@ -164,20 +172,22 @@ class OfflineConfig(RunConfig):
     def hash_identity(self) -> dict[str, Any]:
         """The hashed fields, less the baselines' own where unset: a CQL run hashes as it did
         before they existed, so its rows still pool with those of earlier runs of its method."""
-        baseline_fields = {name for algo, names in ALGO_FIELDS.items() if algo != "cql" for name in names}
+        own_fields = {name for spec in BUILTIN for name in spec.fields} - set(HASHED_WHEN_UNSET)
         identity = super().hash_identity()
-        return {k: v for k, v in identity.items() if not (k in baseline_fields and v is None)}
+        return {k: v for k, v in identity.items() if not (k in own_fields and v is None)}
 
     def algorithm_name(self, action_kind: str) -> str:
-        """What the board calls the algorithm: ``bc``, ``td3bc``, ``iql``, ``cql``, or cql without a
-        CQL penalty (``--cql-alpha 0``) what it then is, offline DQN or offline SAC."""
-        if self.algo != "cql" or self.cql_alpha is None or self.cql_alpha > 0:
+        """What the board calls the algorithm: its name (``cql``, ``bc``, ``td3bc``, ``iql``), or for
+        CQL without its penalty (``--cql-alpha 0``, a field no other algorithm takes) what it then
+        is, offline DQN or offline SAC."""
+        if self.cql_alpha is None or self.cql_alpha > 0:
             return self.algo
         return "offline-dqn" if action_kind == "discrete" else "offline-sac"
 
     def board_identity(self) -> tuple[str, int, float]:
-        """The board's critic, K and beta columns: behaviour cloning's are ``none``, 1 and 0."""
-        if self.algo == "bc":
+        """The board's critic, K and beta columns: those of an algorithm that trains no critic
+        (behaviour cloning) are ``none``, 1 and 0."""
+        if not algorithm_spec(self.algo).trains_critic:
             return NO_CRITIC, 1, 0.0
         return self.critic, self.K, self.beta
 
@@ -187,6 +197,19 @@ class OfflineConfig(RunConfig):
         blank = OfflineConfig(dataset=self.dataset, out=self.out or "-", algo=self.algo, critic=self.critic, K=self.K)
         ignored = ("dataset", "out", "data_dir", "seeds", "driver", "updates_per_call", "epochs")
         return self.describe_method(blank, domain, ignored)
+
+
+def others_fields(spec: AlgorithmSpec) -> list[str]:
+    """The fields other algorithms' records declare their own and ``spec``'s does not: refused when
+    set, left unset when defaulted. A field a record names that the config lacks is refused."""
+    known = {f.name for f in dataclasses.fields(OfflineConfig)}
+    names = []
+    for other in algorithm_specs().values():
+        for name in (*other.fields, *(key for values in other.defaults.values() for key in values)):
+            if name not in known:
+                raise ConfigError(f"algorithm {other.name!r} names {name!r}, which is not a train config field")
+        names += [name for name in other.fields if name not in spec.fields and name not in names]
+    return names
 
 
 def flag(name: str) -> str:

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS
+from offline_gitd.algorithm_registry import algorithm_spec
 from offline_gitd.data.datasets import OfflineData
 from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
-from offline_gitd.learners.family import Family, make_discrete_family
+from offline_gitd.learners.family import Family
 from offline_gitd.networks import check_torso
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.loop import run_offline
@@ -33,49 +33,13 @@ def build_family(cfg: OfflineConfig, data: OfflineData) -> Family:
 
 def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -> Family:
     """:func:`build_family` from the spaces and one network input (batch of 1) alone: what loading
-    a trained run needs, without reading its dataset. Each algorithm's module is imported when chosen."""
-    discrete = spaces.action_kind == "discrete"
-    if cfg.algo in CONTINUOUS_ONLY_ALGOS and discrete:
-        raise ConfigError(f"--algo {cfg.algo} is for continuous actions; this dataset's are discrete (use cql or bc)")
-    if not discrete and cfg.torso != "mlp":
+    a trained run needs, without reading its dataset. The algorithm's record (offline_gitd.algorithm_registry)
+    says which actions it takes and names its builder, whose module is imported when chosen."""
+    spec = algorithm_spec(cfg.algo)
+    spec.check_action_kind(spaces.action_kind)
+    if spaces.action_kind != "discrete" and cfg.torso != "mlp":
         raise ConfigError(f"continuous actions need the mlp torso, got --torso {cfg.torso}")
-    optimiser = dict(mlp_hidden=cfg.hidden_sizes, lr=cfg.lr, adam_eps=cfg.adam_eps)
-    if cfg.algo == "bc":
-        from offline_gitd.learners.bc import make_continuous_bc_family, make_discrete_bc_family
-
-        if discrete:
-            return make_discrete_bc_family(spaces.action_size, obs_example, torso=cfg.torso, **optimiser)
-        return make_continuous_bc_family(spaces.action_size, obs_example, spaces.action_bounds, **optimiser)
-    if discrete:
-        return make_discrete_family(
-            cfg.critic_config(),
-            spaces.action_size,
-            obs_example,
-            torso=cfg.torso,
-            head_hidden=cfg.head_hidden,
-            cql_alpha=cfg.cql_alpha,
-            **optimiser,
-        )
-    continuous = (cfg.critic_config(), spaces.action_size, obs_example, spaces.action_bounds)
-    if cfg.algo == "td3bc":
-        from offline_gitd.learners.td3bc import make_td3bc_family
-
-        return make_td3bc_family(
-            *continuous,
-            **optimiser,
-            bc_alpha=cfg.bc_alpha,
-            policy_noise=cfg.policy_noise,
-            noise_clip=cfg.noise_clip,
-            policy_delay=cfg.policy_delay,
-        )
-    if cfg.algo == "iql":
-        from offline_gitd.learners.iql import make_iql_family
-
-        return make_iql_family(*continuous, **optimiser, expectile=cfg.expectile, temperature=cfg.iql_temperature)
-    from offline_gitd.learners.family import make_continuous_family
-
-    # One --mlp-hidden sets the critics and the actor (the MuJoCo table has FC 256 - FC 256 for both), as online.
-    return make_continuous_family(*continuous, actor_hidden=cfg.hidden_sizes, cql_alpha=cfg.cql_alpha, **optimiser)
+    return spec.load_family()(cfg, spaces, obs_example)
 
 
 def resolve_config(cfg: OfflineConfig) -> OfflineConfig:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from offline_gitd.algorithm_registry import algorithm_specs
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.rundir.files import CONFIG_FILE, read_config
@@ -25,8 +26,11 @@ def offline_record(run_dir: str | Path) -> dict[str, Any]:
     if "dataset" not in record.get("config", {}):
         raise ConfigError(f"--init-from {run_dir}: an online run; --init-from starts from an offline (train) run")
     algo = record["config"].get("algo", "cql")
-    if algo != "cql":  # DQN and SAC continue CQL's learner state; bc, td3bc and iql hold other states
-        raise ConfigError(f"--init-from {run_dir}: an --algo {algo} run; online dqn and sac start from a cql run")
+    # DQN and SAC continue CQL's learner state; bc, td3bc and iql hold other states (their records say so).
+    spec = algorithm_specs().get(algo)
+    if spec is None or not spec.continues_online:
+        starts = " or ".join(name for name, other in algorithm_specs().items() if other.continues_online)
+        raise ConfigError(f"--init-from {run_dir}: an --algo {algo} run; online dqn and sac start from a {starts} run")
     return record
 
 

@@ -1,7 +1,8 @@
 """One writer at a time: an exclusive lock file that names its holder (docs/locks.md).
 
 A run directory (``RUN_DIR/.lock``) and a sweep folder (``OUT/.driver.lock``) each have one writer.
-The lock is the operating system's (``fcntl.flock`` on an open file), so the kernel releases it
+The lock is the operating system's (``flock`` on an open file, taken through
+:mod:`offline_gitd.durable` as every file lock of the package is), so the kernel releases it
 when its holder exits or crashes, SIGKILL included; the file also holds who holds it (host, pid,
 start time) and a heartbeat its holder renews every :data:`HEARTBEAT_SECONDS` from a daemon
 thread, for what the kernel cannot see: a holder on another host of a shared filesystem.
@@ -25,7 +26,6 @@ that then takes it again.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import socket
@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from offline_gitd.durable import file_lock, lock_descriptor, move_into_place
 from offline_gitd.errors import UsageError
 
 RUN_LOCK_FILE = ".lock"
@@ -227,11 +228,10 @@ class HolderLock:
             raise UsageError(f"cannot lock {self.what}: {self.path}: {err.strerror or err}") from None
         locked: bool | None = False  # whether the kernel holds the lock for another process
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            if not lock_descriptor(fd, blocking=False):
                 os.close(fd)
                 return self._locked_elsewhere()
+        except OSError as err:
             if err.errno not in NO_FILE_LOCKS:
                 os.close(fd)
                 raise
@@ -270,18 +270,21 @@ class HolderLock:
         """Put a new, locked lock file in place of one still locked for a holder that is gone.
         Replacements are made one at a time under a guard file, each checking that the file it
         replaces is still the gone holder's."""
-        guard = os.open(self.path.with_name(self.path.name + ".takeover"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(guard, fcntl.LOCK_EX)
+        with file_lock(self.path.with_name(self.path.name + ".takeover")):
             if read_holder(self.path) != holder:
                 return False  # someone else replaced it (or it was released): look again
+            # The new lock file is locked and recorded before it takes the path, and stays open
+            # across the rename: no moment shows the path unlocked or without a holder.
             temp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
             fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._write_record(fd)
-            os.replace(temp, self.path)
-        finally:
-            os.close(guard)
+            try:
+                lock_descriptor(fd)
+                self._write_record(fd)
+                move_into_place(temp, self.path)
+            except BaseException:
+                os.close(fd)
+                temp.unlink(missing_ok=True)
+                raise
         self.on_takeover(f"took over the lock of {self.what} from {holder.describe()}: {reason}")
         self._hold(fd, recorded=True)
         return True

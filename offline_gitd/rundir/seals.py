@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from offline_gitd.durable import replace_bytes, replace_json, replacing
 from offline_gitd.errors import UsageError
 
 _SEAL_MAGIC = b"offline_gitd-sha256 "
@@ -84,20 +85,14 @@ def tree_problem(directory: Path, expected: Mapping[str, str]) -> str | None:
 
 
 def write_json_atomic(path: Path, payload: Mapping) -> None:
-    """Write, fsync, rename: a reader sees the old file or the new one, never half of one."""
-    write_bytes_atomic(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
+    """Replace ``path`` with ``payload`` as JSON: a reader sees the old file or the new one, never
+    half of one (:func:`offline_gitd.durable.replacing`)."""
+    replace_json(path, payload)
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with tmp.open("wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Replace ``path`` with ``data``, as :func:`write_json_atomic` does."""
+    replace_bytes(path, data)
 
 
 def write_sealed_pickle(path: Path, obj: Any) -> None:
@@ -119,10 +114,11 @@ def write_sealed_arrays(path: Path, arrays: Mapping[str, np.ndarray], meta: Mapp
 
 
 def _write_sealed(path: Path, write_payload: Any) -> None:
-    """A digest line, then what ``write_payload(f)`` writes; verified, then renamed over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
+    """A digest line, then what ``write_payload(f)`` writes; verified, then renamed over ``path``
+    (:func:`offline_gitd.durable.replacing`: a failed or refused save leaves the previous file and
+    no temporary one)."""
     try:
-        with tmp.open("w+b") as f:
+        with replacing(path, mode="w+b", check=_check_seal) as f:
             f.write(_SEAL_MAGIC + b"0" * 64 + b"\n")
             start = f.tell()
             write_payload(f)
@@ -133,17 +129,11 @@ def _write_sealed(path: Path, write_payload: Any) -> None:
                 digest.update(chunk)
             f.seek(len(_SEAL_MAGIC))
             f.write(digest.hexdigest().encode())
-            f.flush()
-            os.fsync(f.fileno())
-        _check_seal(tmp)
-        os.replace(tmp, path)
     except OSError as err:
         raise DiskFull(
             f"cannot write {path}: {err.strerror or err}; the earlier checkpoints are intact: "
             "make room, then continue the run with --resume"
         ) from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _check_seal(path: Path) -> bool:

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from offline_gitd.choices import CONTINUOUS_ONLY_ALGOS, did_you_mean
+from offline_gitd.algorithm_registry import algorithm_specs
+from offline_gitd.choices import did_you_mean
 from offline_gitd.config.fields import MAX_SEEDS, base_type, coerce_value, parse_int_range
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.command import COLLECT_KEYS as COLLECT_FILE_KEYS
@@ -449,7 +450,8 @@ def board_name(spec: SweepSpec, fields: Mapping[str, Any]) -> str:
 
 
 def _domain_guess(spec: SweepSpec, fields: Mapping[str, Any]) -> str:
-    if spec.command == "online sac" or fields.get("algo") in CONTINUOUS_ONLY_ALGOS:
+    algo = algorithm_specs().get(str(fields.get("algo")))
+    if spec.command == "online sac" or (algo is not None and algo.action_kinds == ("continuous",)):
         return "continuous"
     where = str(fields.get("dataset" if spec.command == "train" else "env", ""))
     if where.startswith("MinAtar/"):

@@ -14,12 +14,12 @@ under another command line is not done.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from offline_gitd.durable import replace_text
 
 RUNS = "runs"
 LOGS = "logs"
@@ -56,17 +56,9 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 def write_state(path: Path, state: dict[str, Any]) -> None:
+    """Replace the state at ``path`` atomically (:func:`offline_gitd.durable.replacing`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(state, handle, indent=1, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    replace_text(path, json.dumps(state, indent=1, sort_keys=True))
 
 
 def update_state(path: Path, **changes: Any) -> dict[str, Any]:

@@ -13,12 +13,12 @@ sharing a board directory never interleave their lines.
 from __future__ import annotations
 
 import csv
-import fcntl
 import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from offline_gitd.durable import file_lock
 from offline_gitd.sweeps.state import now
 
 TIMINGS_FILE = "timings.csv"
@@ -78,14 +78,10 @@ def append_piece(path: Path, piece: Piece) -> None:
     """Append ``piece`` to the timings file at ``path`` (made with its header if absent)."""
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerow(piece.record())
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with file_lock(path, flags=os.O_WRONLY | os.O_APPEND | os.O_CREAT) as fd:
         header = ",".join(COLUMNS) + "\n" if os.fstat(fd).st_size == 0 else ""
         os.write(fd, (header + buffer.getvalue()).encode())
         os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_pieces(path: Path) -> list[dict[str, str]]:
