@@ -79,9 +79,9 @@ def run(fam, driver: str, strategy: str, chunk: Batch):
     return runner(initial_states(fam), chunk)
 
 
-def assert_trees_close(a, b) -> None:
+def assert_trees_close(a, b, rtol: float = RTOL, atol: float = ATOL) -> None:
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize(("kind", "action_space"), STEP_CASES)
@@ -148,7 +148,10 @@ def test_frame_chunks_agree_across_strategies(driver: str, shared_pool: bool) ->
         make_frame_chunk_runner(fam.step, driver, stack, shared_pool, strategy)(initial_states(fam), chunk)
         for strategy in ("vmap", "per-seed")
     ]
-    assert_trees_close(*results)
+    # Batched and single-seed convolutions sum in different orders; over this chunk's updates at
+    # lr 1e-2 that drifts up to ~4e-5 relative on some CPUs (one weight of 65,536 seen at 3.9e-5):
+    # float reassociation, where a wrong frame or seed would differ at order 1.
+    assert_trees_close(*results, rtol=2e-4, atol=1e-5)
 
 
 def test_strategy_is_chosen_per_backend_and_torso_and_checked() -> None:

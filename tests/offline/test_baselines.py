@@ -176,11 +176,15 @@ def test_continuous_baselines_train_reload_and_land_on_a_board_beside_cql(
     submitted = {(r["algorithm"], r["critic"], r["K"]) for r in rows(board)}
     assert submitted == {("cql", "td", "1"), ("bc", "none", "1"), ("td3bc", "gitd", "2"), ("iql", "td", "1")}
     capsys.readouterr()
-    assert main(["leaderboard", "show", "--board", str(board), "--baseline", "bc:none", "--reps", "20"]) == 0
+    # A few updates on random Pendulum data: BC, the baseline, may be within noise of zero, which
+    # flags its env (docs/leaderboard.md#flagged-envs); it is kept here on purpose.
+    show = ["leaderboard", "show", "--board", str(board), "--baseline", "bc:none", "--reps", "20"]
+    assert main([*show, "--keep-flagged-envs"]) == 0
     table = capsys.readouterr().out
     assert all(method in table for method in ("cql:td", "bc:none", "td3bc:gitd", "iql:td"))
     figures = tmp_path / "figures"
-    assert main(["leaderboard", "plot", "--board", str(board), "--out", str(figures), "--reps", "20"]) == 0
+    plot = ["leaderboard", "plot", "--board", str(board), "--out", str(figures), "--reps", "20", "--keep-flagged-envs"]
+    assert main(plot) == 0
     assert any(figures.iterdir())
     for name in runs:
         run = offline_gitd.load_run(tmp_path / name)
