@@ -6,12 +6,18 @@ Run by hand; the sweep is resumable, so an interrupted benchmark continues where
     .venv/bin/python benchmarks/gym_offline.py --out runs/gym_offline             # sweep + report
     .venv/bin/python benchmarks/gym_offline.py --out runs/gym_offline --report    # tables only
     .venv/bin/python benchmarks/gym_offline.py --out runs/gym_offline --address HEAD:6379  # on a cluster
+    .venv/bin/python benchmarks/gym_offline.py --raw --data-dir D --out runs/gym_offline   # raw returns
 
 This is ``offline_gitd sweep sweeps/gym_offline.toml --out OUT`` (the spec holds the protocol:
 datasets, CQL settings, the 64 configurations, 10 seeds each) followed by the report: per (data
 fraction, T) setting, every method's IQM AUC relative to CQL's with its 95% CI, from which the
 paper's three claims read off directly: Gi-CQL above 1; beta = 1 above beta = 0.01; K = 50 costing
 i-CQL more than Gi-CQL. ``--envs`` restricts the report to one env's runs.
+
+``--raw`` reads the boards (default: the committed ``leaderboards/gym_offline/``) as raw final
+returns instead: per board and env, each method's mean over seeds with a 95% bootstrap interval,
+beside a uniformly random policy's return and the data's own return, both measured on the
+datasets under ``--data-dir`` (leaderboards/gym_offline/README.md).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SPEC = Path(__file__).resolve().parent.parent / "sweeps" / "gym_offline.toml"
+BOARDS = Path(__file__).resolve().parent.parent / "leaderboards" / "gym_offline"
 ENVS = ("LunarLander-v3", "MountainCar-v0")
 FRACTIONS = (0.1, 1.0)
 PERIODS = (10, 1000)
@@ -125,6 +132,163 @@ def report(args: argparse.Namespace, grid: list[RunSpec]) -> str:
     return "\n".join(lines)
 
 
+# Raw-returns tables (leaderboards/gym_offline/README.md): the boards' method keys, in the order
+# of the paper's grid, with the names the pages use.
+METHODS = (
+    ("CQL (td)", "td", 1, 1.0),
+    ("TDRC-CQL", "tdrc", 1, 1.0),
+    ("i-CQL K 5", "itd", 5, 1.0),
+    ("Gi-CQL K 5", "gitd", 5, 1.0),
+    ("TDRC-CQL beta 0.01", "tdrc", 1, 0.01),
+    ("Gi-CQL K 5 beta 0.01", "gitd", 5, 0.01),
+    ("i-CQL K 50", "itd", 50, 1.0),
+    ("Gi-CQL K 50", "gitd", 50, 1.0),
+)
+DATASETS = {
+    "LunarLander-v3": "offline_gitd/lunarlander/dqn-100000-v0",
+    "MountainCar-v0": "offline_gitd/mountaincar/dqn-100000-v0",
+}
+LAST_EPISODES = 20  # the behaviour agent's last episodes: its return when collection ended
+
+
+def bootstrap_mean(values, reps: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """The mean of ``values`` (one per seed) and its 95% percentile-bootstrap interval over seeds."""
+    import numpy as np
+
+    values = np.asarray(values, np.float64)
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(len(values), size=(reps, len(values)))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(values.mean()), float(low), float(high)
+
+
+@dataclass(frozen=True)
+class References:
+    """What an env's scores are read against: a uniformly random policy and the data's own returns."""
+
+    random: float  # mean return of uniformly random actions (evaluate with epsilon 1)
+    random_episodes: int
+    ref_min_score: float | None  # the random return ``collect`` wrote into the metadata
+    data_all: float  # mean episode return over the whole dataset (the 100% boards' data)
+    data_kept: float  # mean over the first 10% of its episodes (what ``--fraction 0.1`` keeps)
+    data_last: float  # mean over its last LAST_EPISODES episodes
+    episodes: int
+    kept_episodes: int
+    kept_steps: int
+    goal_episodes: int  # episodes that ended in a termination (LunarLander: landed or crashed)
+
+
+def dataset_references(dataset_id: str, data_dir: str | None, episodes: int = 1000, seed: int = 0) -> References:
+    """An env's references from its recorded dataset (``offline_gitd collect``, the spec's
+    ``[[collect]]``): the random return on the dataset's own evaluation env (same horizon), and
+    the returns of the episodes in the data."""
+    import math
+
+    import minari
+    import numpy as np
+
+    from offline_gitd.data.paths import use_minari_root
+    from offline_gitd.envs.make import evaluate
+
+    use_minari_root(data_dir)
+    dataset = minari.load_dataset(dataset_id)
+    returns, lengths, terminated = [], [], []
+    for episode in dataset.iterate_episodes():
+        returns.append(float(np.sum(episode.rewards)))
+        lengths.append(len(episode.rewards))
+        terminated.append(bool(episode.terminations[-1]))
+    kept = max(1, math.ceil(0.1 * len(returns) - 1e-9))  # as train --fraction 0.1 keeps episodes
+
+    def make() -> object:
+        return dataset.recover_environment(eval_env=True)
+
+    random = evaluate(lambda obs: np.zeros(len(obs), np.int64), make, episodes, seed, epsilon=1.0)
+    ref_min = dataset.storage.metadata.get("ref_min_score")
+    return References(
+        random=float(random.mean()),
+        random_episodes=episodes,
+        ref_min_score=None if ref_min is None else float(ref_min),
+        data_all=float(np.mean(returns)),
+        data_kept=float(np.mean(returns[:kept])),
+        data_last=float(np.mean(returns[-LAST_EPISODES:])),
+        episodes=len(returns),
+        kept_episodes=kept,
+        kept_steps=int(np.sum(lengths[:kept])),
+        goal_episodes=int(np.sum(terminated)),
+    )
+
+
+def verdict(low: float, high: float, reference: float) -> str:
+    """Where a method's interval lies against a reference return."""
+    if low > reference:
+        return "above"
+    if high < reference:
+        return "below"
+    return "within"
+
+
+def raw_tables(boards: Path, refs: dict[str, References]) -> str:
+    """Per (data fraction, T) board and env: each method's mean final return over seeds with its
+    95% bootstrap interval, against the random return and the return of the data it trained on."""
+    import pandas as pd
+
+    lines = []
+    for fraction, T in itertools.product(FRACTIONS, PERIODS):
+        board = pd.read_csv(boards / f"board-data{int(fraction * 100)}-T{T}.csv")
+        lines += [f"### {fraction:.0%} of the data, T = {T}", ""]
+        for env, dataset_id in DATASETS.items():
+            rows = board[board.env == dataset_id]
+            final = rows[rows.step == rows.step.max()]
+            ref = refs[env]
+            data = ref.data_kept if fraction < 1 else ref.data_all
+            which = f"first {ref.kept_episodes} episodes" if fraction < 1 else f"all {ref.episodes} episodes"
+            lines += [
+                f"**{env}** (final step {int(rows.step.max()):,}; random {ref.random:.1f}, data {data:.1f})",
+                "",
+                "| method | seeds | final return, mean [95% CI] | vs random | vs data |",
+                "| --- | --- | --- | --- | --- |",
+            ]
+            for name, critic, K, beta in METHODS:
+                scores = final[(final.critic == critic) & (final.K == K) & (final.beta == beta)]["return"]
+                if scores.empty:
+                    lines.append(f"| {name} | 0 | n/a | | |")
+                    continue
+                mean, low, high = bootstrap_mean(scores.to_numpy())
+                lines.append(
+                    f"| {name} | {len(scores)} | {mean:.1f} [{low:.1f}, {high:.1f}] | "
+                    f"{verdict(low, high, ref.random)} | {verdict(low, high, data)} |"
+                )
+            lines += [
+                f"| *uniform random ({ref.random_episodes} episodes)* | | {ref.random:.1f} | | |",
+                f"| *data: {which}* | | {data:.1f} | | |",
+                f"| *data: last {LAST_EPISODES} episodes* | | {ref.data_last:.1f} | | |",
+                "",
+            ]
+    return "\n".join(lines)
+
+
+def references_table(refs: dict[str, References]) -> str:
+    """The references of each env's dataset as a markdown table."""
+    lines = [
+        "| env | random (episodes) | collect's ref_min_score | data: all episodes | data: first 10% of episodes "
+        "(steps) | data: last 20 episodes | episodes ending in a termination |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for env, ref in refs.items():
+        ref_min = "n/a" if ref.ref_min_score is None else f"{ref.ref_min_score:.1f}"
+        lines.append(
+            f"| {env} | {ref.random:.1f} ({ref.random_episodes}) | {ref_min} | {ref.data_all:.1f} ({ref.episodes}) | "
+            f"{ref.data_kept:.1f} ({ref.kept_episodes} episodes, {ref.kept_steps:,} steps) | {ref.data_last:.1f} | "
+            f"{ref.goal_episodes} of {ref.episodes} |"
+        )
+    return "\n".join(lines)
+
+
+def raw_report(args: argparse.Namespace) -> str:
+    refs = {env: dataset_references(dataset_id, args.data_dir) for env, dataset_id in DATASETS.items()}
+    return references_table(refs) + "\n\n" + raw_tables(args.boards, refs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("runs/gym_offline"), help="the sweep's folder")
@@ -134,6 +298,14 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap replications")
     parser.add_argument("--report", action="store_true", help="only build the boards and print the table")
     parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="only the raw-returns tables of the boards in --boards, against random and the data (needs the datasets)",
+    )
+    parser.add_argument(
+        "--boards", type=Path, default=BOARDS, help="the per-setting boards --raw reads (default: the committed ones)"
+    )
+    parser.add_argument(
         "--envs", default=",".join(ENVS), help="comma-separated subset of the envs to report (default: both)"
     )
     args = parser.parse_args()
@@ -141,6 +313,13 @@ def main() -> None:
     unknown = set(args.envs) - set(ENVS)
     if unknown:
         parser.error(f"unknown env(s) {', '.join(sorted(unknown))}; choose from {', '.join(ENVS)}")
+    if args.raw:
+        text = raw_report(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "raw.md").write_text(text + "\n")
+        print(text)
+        print(f"raw.md in {args.out}")
+        return
     if not args.report and run_sweep(args) != 0:
         print("some runs failed (above); the report covers the finished settings only")
     table = report(args, protocol_grid(args.envs))
