@@ -31,6 +31,7 @@ from typing import Any
 
 from offline_gitd.choices import NO_CRITIC, did_you_mean
 from offline_gitd.errors import ConfigError
+from offline_gitd.records import by_name, load_plugins
 
 ENTRY_POINT_GROUP = "offline_gitd.algorithms"
 ACTION_KINDS = ("discrete", "continuous")
@@ -186,31 +187,12 @@ _in_process: dict[str, AlgorithmSpec] = {}
 @functools.cache
 def _plugins() -> tuple[AlgorithmSpec, ...]:
     """The installed plug-ins' records, read once per process."""
-    found = []
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        where = f"algorithm plug-in {point.name!r} ({point.value})"
-        try:
-            spec = point.load()
-        except Exception as err:  # noqa: BLE001 - any failure of a third-party import is reported as one line
-            raise ConfigError(f"{where} failed to load: {type(err).__name__}: {err}") from None
-        if not isinstance(spec, AlgorithmSpec):
-            raise ConfigError(f"{where} is a {type(spec).__name__}, not an offline_gitd AlgorithmSpec")
-        if spec.name != point.name:
-            raise ConfigError(f"{where} names its algorithm {spec.name!r}: the entry point's name must match")
-        found.append(spec)
-    return tuple(found)
+    return load_plugins(entry_points(group=ENTRY_POINT_GROUP), AlgorithmSpec, "algorithm")
 
 
 def algorithm_specs() -> dict[str, AlgorithmSpec]:
     """Every algorithm by name: the package's four, then installed plug-ins, then those registered here."""
-    specs: dict[str, AlgorithmSpec] = {}
-    for spec in (*BUILTIN, *_plugins(), *_in_process.values()):
-        if spec.name in specs:
-            raise ConfigError(
-                f"two algorithms are named {spec.name!r} (family {specs[spec.name].family} and {spec.family})"
-            )
-        specs[spec.name] = spec
-    return specs
+    return by_name((*BUILTIN, *_plugins(), *_in_process.values()), "algorithm", lambda spec: f"family {spec.family}")
 
 
 def algorithm_names() -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from offline_gitd.choices import HEAD_LAYOUTS
 from offline_gitd.errors import ConfigError
+from offline_gitd.records import by_name, load_plugins
 
 ENTRY_POINT_GROUP = "offline_gitd.critics"
 # What a critic's targets bootstrap from (docs/critics.md):
@@ -146,29 +147,12 @@ _in_process: dict[str, CriticSpec] = {}
 @functools.cache
 def _plugins() -> tuple[CriticSpec, ...]:
     """The installed plug-ins' records, read once per process."""
-    found = []
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        where = f"critic plug-in {point.name!r} ({point.value})"
-        try:
-            spec = point.load()
-        except Exception as err:  # noqa: BLE001 - any failure of a third-party import is reported as one line
-            raise ConfigError(f"{where} failed to load: {type(err).__name__}: {err}") from None
-        if not isinstance(spec, CriticSpec):
-            raise ConfigError(f"{where} is a {type(spec).__name__}, not an offline_gitd CriticSpec")
-        if spec.name != point.name:
-            raise ConfigError(f"{where} names its critic {spec.name!r}: the entry point's name must match")
-        found.append(spec)
-    return tuple(found)
+    return load_plugins(entry_points(group=ENTRY_POINT_GROUP), CriticSpec, "critic")
 
 
 def critic_specs() -> dict[str, CriticSpec]:
     """Every critic by name: the paper's four, then installed plug-ins, then those registered here."""
-    specs: dict[str, CriticSpec] = {}
-    for spec in (*BUILTIN, *_plugins(), *_in_process.values()):
-        if spec.name in specs:
-            raise ConfigError(f"two critics are named {spec.name!r} (loss {specs[spec.name].loss} and {spec.loss})")
-        specs[spec.name] = spec
-    return specs
+    return by_name((*BUILTIN, *_plugins(), *_in_process.values()), "critic", lambda spec: f"loss {spec.loss}")
 
 
 def critic_names() -> tuple[str, ...]:
