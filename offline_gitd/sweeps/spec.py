@@ -136,7 +136,9 @@ def load_spec(path: Path) -> SweepSpec:
     where = str(path)
     unknown = sorted(set(raw) - set(TOP_LEVEL))
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(TOP_LEVEL)})")
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], TOP_LEVEL)} (known: {', '.join(TOP_LEVEL)})"
+        )
     command = raw.get("command")
     if command not in COMMANDS:
         raise ConfigError(f"{where}: command must be one of {', '.join(map(repr, COMMANDS))}, got {command!r}")
@@ -235,7 +237,10 @@ def _resources(where: str, raw: Any) -> Resources:
     for key, value in table.items():
         kinds = RESOURCE_KEYS.get(key)
         if kinds is None:
-            raise ConfigError(f"{where}: [resources] {key}: unknown key (known: {', '.join(RESOURCE_KEYS)})")
+            raise ConfigError(
+                f"{where}: [resources] {key}: unknown key{did_you_mean(key, RESOURCE_KEYS)} "
+                f"(known: {', '.join(RESOURCE_KEYS)})"
+            )
         # Compared, never converted: NaN fails both bounds, and an integer past float range
         # (gpus = 1 followed by 400 zeros) would overflow float().
         if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < 2**31:
@@ -259,7 +264,10 @@ def _collect_steps(where: str, command: str, raw: Any) -> tuple[CollectStep, ...
         for name, value in item.items():
             kind = COLLECT_KEYS.get(name)
             if kind is None:
-                raise ConfigError(f"{where}: {key} {name}: unknown key (known: {', '.join(COLLECT_KEYS)})")
+                raise ConfigError(
+                    f"{where}: {key} {name}: unknown key{did_you_mean(name, COLLECT_KEYS)} "
+                    f"(known: {', '.join(COLLECT_KEYS)})"
+                )
             if isinstance(value, bool) or not isinstance(value, kind):
                 raise ConfigError(f"{where}: {key} {name}: expected {type_names(kind)}, got {value!r}")
         missing = [name for name in ("env", "steps", "out") if name not in item]
@@ -284,7 +292,7 @@ def _check_field(where: str, key: str, spec: SweepSpec, name: str, value: Any) -
     if name in RESERVED:
         raise ConfigError(f"{where}: {key}: set by the sweep ({RESERVED[name]}); remove it")
     if name not in fields or (name == "algo" and spec.command != "train"):
-        raise ConfigError(f"{where}: {key}: unknown field for {spec.command!r}")
+        raise ConfigError(f"{where}: {key}: unknown field for {spec.command!r}{did_you_mean(name, fields)}")
     kind = base_type(typing.get_type_hints(spec.config_class)[name])
     return coerce_value(where, key, fields[name], kind, value)
 
