@@ -43,9 +43,8 @@ from offline_gitd.learners.drivers import (
     make_chunk_runner,
 )
 from offline_gitd.online.config import OnlineConfig
-from offline_gitd.online.loop import EPISODE_COLUMNS, EPISODES_FILE, OnlineRun
+from offline_gitd.online.loop import OnlineRun, online_lifecycle
 from offline_gitd.online.train import build_family, resolve_config
-from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
 
 ROOT = Path(__file__).resolve().parents[1]
 INITIAL = 1_000  # random steps before the first update (small: the timed windows come after)
@@ -103,24 +102,7 @@ def make_run(env: str, critic: str, seeds: int, out: Path) -> OnlineRun:
         )
     )
     family = build_family(cfg, info)
-    record, made_by = run_record(
-        cfg,
-        suite=info.suite,
-        env=info.name,
-        method_config=cfg.method_config(info.domain),
-        command_line=None,
-        data_dir=None,
-    )
-    run = RunLifecycle(
-        out,
-        record,
-        made_by,
-        resume=False,
-        overwrite=True,
-        outputs=None,
-        unit="env step",
-        extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
-    )
+    run = online_lifecycle(cfg, info, overwrite=True)
     loop = OnlineRun(cfg, info, family, out, False, None, run)
     loop.start()
     return loop

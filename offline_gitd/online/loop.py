@@ -456,6 +456,25 @@ def run_online(
     ``origin`` is the offline run a new run starts from, recorded in ``config.json``.
     """
     run_dir = Path(cfg.out)
+    run = online_lifecycle(
+        cfg, info, resume=resume, overwrite=overwrite, command_line=command_line, outputs=outputs, origin=origin
+    )
+    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run, trust_pickles, origin).train()
+    return run_dir
+
+
+def online_lifecycle(
+    cfg: OnlineConfig,
+    info: EnvInfo,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    command_line: Sequence[str] | None = None,
+    outputs: Outputs | None = None,
+    origin: Origin | None = None,
+) -> RunLifecycle:
+    """The run directory ``cfg.out`` of an online run, with its record and its episode log: what
+    :func:`run_online` trains in, and what the speed benchmarks open an :class:`OnlineRun` on."""
     record, made_by = run_record(
         cfg,
         suite=info.suite,
@@ -465,8 +484,8 @@ def run_online(
         data_dir=None,
         **({"init_from": origin.record} if origin is not None else {}),
     )
-    run = RunLifecycle(
-        run_dir,
+    return RunLifecycle(
+        Path(cfg.out),
         record,
         made_by,
         resume=resume,
@@ -475,5 +494,3 @@ def run_online(
         unit="env step",
         extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
     )
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run, trust_pickles, origin).train()
-    return run_dir
