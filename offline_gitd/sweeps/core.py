@@ -223,11 +223,13 @@ def collect_entries(
     spec: SweepSpec, paths: SweepPaths, sweep_id: str, steps: tuple[CollectStep, ...] | None = None
 ) -> list[dict[str, Any]]:
     """The arguments of ``task.collect_dataset`` for each ``[[collect]]`` dataset in ``steps``
-    (default: all of the spec's; a sweep passes ``needed_collect``'s)."""
+    (default: all of the spec's; a sweep passes ``needed_collect``'s). The behaviour run is kept
+    as the entry's run directory (``runs/collect-ID/``): its metrics.csv is the behaviour agent's
+    learning curve, which a published dataset is judged by (docs/minatar.md)."""
     return [
         {
             "name": collect_name(step),
-            "argv": step.argv(spec.data_dir),
+            "argv": [*step.argv(spec.data_dir), "--run-dir", str(paths.run_dir(collect_name(step)))],
             "root": str(paths.root),
             "sweep_id": sweep_id,
             "dataset_id": step.out,

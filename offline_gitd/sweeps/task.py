@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import socket
 import sys
 import time
@@ -164,6 +165,9 @@ def collect_dataset(
         state = SweepPaths(Path(root)).state(name)
         update_state(state, name=name, status="done", sweep_id=sweep_id, argv=list(argv), error=None, cached=True)
         return {"name": name, "status": "done", "error": None, "seconds": 0.0, "attempt": 1, "cached": True}
+    # An attempt that died before writing the dataset leaves a partial behaviour run; recording
+    # starts again from step 0 (a dataset is the whole replay of one run), so it is cleared.
+    shutil.rmtree(SweepPaths(Path(root)).run_dir(name), ignore_errors=True)
     return execute(name, argv, root, sweep_id, 0, resumable=False)
 
 

@@ -110,9 +110,18 @@ def test_leaderboard_help_imports_no_heavy_library() -> None:
     assert result.stdout.strip() == "[]"
 
 
-EXAMPLE_BOARDS = sorted((Path(__file__).resolve().parents[2] / "leaderboards").rglob("*.csv"))
+LEADERBOARDS = Path(__file__).resolve().parents[2] / "leaderboards"
+# Every CSV under leaderboards/ is a board except three kinds of side file: a board's dataset
+# references (BOARD.references.csv), a sweep's timings (timings.csv) and a behaviour agent's
+# learning curve (behaviour/GAME.csv, checked below). A new kind must be named here to be skipped.
+BEHAVIOUR_CURVES = sorted(LEADERBOARDS.rglob("behaviour/*.csv"))
 EXAMPLE_BOARDS = [
-    path for path in EXAMPLE_BOARDS if "reference" not in path.parts and not path.name.endswith(".references.csv")
+    path
+    for path in sorted(LEADERBOARDS.rglob("*.csv"))
+    if "reference" not in path.parts
+    and not path.name.endswith(".references.csv")
+    and path.name != "timings.csv"
+    and path not in BEHAVIOUR_CURVES
 ]
 
 
@@ -127,6 +136,20 @@ def test_committed_example_boards_are_valid_and_show(path: Path, capsys: pytest.
     assert "cql:td" in methods and len(methods) > 1
     for method in methods:
         assert method in printed
+
+
+@pytest.mark.parametrize("path", BEHAVIOUR_CURVES, ids=lambda path: path.name)
+def test_committed_behaviour_curves_are_whole(path: Path) -> None:
+    """A behaviour agent's curve (leaderboards/*/behaviour/GAME.csv) has one row per 10,000-step
+    window from the first to its last, with a return and an epsilon that never rises."""
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and set(rows[0]) >= {"env_step", "episodes", "mean_training_return", "epsilon", "q_mean"}
+    steps = [int(row["env_step"]) for row in rows]
+    assert steps == list(range(steps[0], steps[0] + 10_000 * len(steps), 10_000))
+    epsilons = [float(row["epsilon"]) for row in rows]
+    assert all(later <= earlier for earlier, later in zip(epsilons, epsilons[1:]))
+    assert all(float(row["mean_training_return"]) >= 0 for row in rows)
 
 
 def test_there_is_an_example_board() -> None:
