@@ -43,7 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.batch import Batch
-from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows
+from offline_gitd.data.episode_store import EpisodeStore, SegmentedRows
+from offline_gitd.data.replay import Replay
 from offline_gitd.learners.drivers import FrameChunk, choose_driver, make_chunk_runner
 from offline_gitd.offline.feed import ChunkFeed
 

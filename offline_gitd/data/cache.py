@@ -4,7 +4,7 @@ Shards decode once, in parallel over shards (:mod:`~offline_gitd.data.cache_writ
 that is absent, stale or damaged (:mod:`~offline_gitd.data.cache_reader`) is decoded again, and a
 shard that cannot be decoded is one line naming the fetch command that replaces it
 (docs/datasets.md). :func:`load_rlu_store` then serves the first ``fraction`` of each checkpoint
-as one :class:`~offline_gitd.data.replay.EpisodeStore`.
+as one :class:`~offline_gitd.data.episode_store.EpisodeStore`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 
 from offline_gitd.data.cache_reader import UNDAMAGED_STALE_REASONS, open_checkpoint_cache, stale_reason
 from offline_gitd.data.cache_writer import write_checkpoint_cache
+from offline_gitd.data.episode_store import EpisodeStore, SegmentedRows, first_fraction
 from offline_gitd.data.paths import data_root, rlu_cache_dir, rlu_raw_dir
-from offline_gitd.data.replay import EpisodeStore, SegmentedRows, first_fraction
 from offline_gitd.data.tfrecord import TFRecordError
 from offline_gitd.errors import UsageError
 

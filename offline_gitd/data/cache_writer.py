@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from offline_gitd.data.cache_reader import EPISODE_ARRAYS, FORMAT_VERSION, STEP_ARRAYS, cache_is_valid
-from offline_gitd.data.replay import fraction_rows
+from offline_gitd.data.episode_store import fraction_rows
 from offline_gitd.data.rlu import FRAME_SHAPE, count_rlu_steps, iter_rlu_episodes
 
 _NPY_HEADER_BYTES = 128  # fixed, so the header can be written last, once N is known
@@ -41,7 +41,7 @@ def write_checkpoint_cache(
     """Decode one shard into ``cache_dir`` (temp folder, then rename); returns its meta.
 
     Frames stream to disk episode by episode, so memory holds one episode whatever the shard size.
-    With ``fraction`` < 1 only the rows :func:`~offline_gitd.data.replay.first_fraction` can keep
+    With ``fraction`` < 1 only the rows :func:`~offline_gitd.data.episode_store.first_fraction` can keep
     are decoded (the first ``K`` plus the bootstrap row after them), after a first pass that counts
     the shard's steps without decoding: the paper's 10% protocol then costs a tenth of the time and disk.
     If another process finished the same cache first, its copy is kept and this one discarded.

@@ -1,4 +1,4 @@
-"""Any local Minari dataset as an :class:`~offline_gitd.data.replay.EpisodeStore` (docs/datasets.md).
+"""Any local Minari dataset as an :class:`~offline_gitd.data.episode_store.EpisodeStore` (docs/datasets.md).
 
 Minari episodes carry T + 1 observations and separate ``terminations`` and ``truncations``
 (docs/datasets.md#minari). Both are kept: the final observation becomes its episode's last row, so
@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from offline_gitd.data.replay import EpisodeStore, fraction_rows
+from offline_gitd.data.episode_store import EpisodeStore, fraction_rows
 from offline_gitd.envs.images import is_image_space
 
 
@@ -116,9 +116,9 @@ def minari_checkpoint_store(dataset: Any, checkpoints: Sequence[np.ndarray], fra
     :mod:`offline_gitd.data.minari_checkpoints`), in logged order.
 
     Checkpoint ``c`` keeps its first ``K_c = ceil(fraction * steps_c)`` transitions
-    (:func:`~offline_gitd.data.replay.fraction_rows`): whole episodes, then the first transitions of
+    (:func:`~offline_gitd.data.episode_store.fraction_rows`): whole episodes, then the first transitions of
     the episode that ``K_c`` falls in, followed by the next observation as a bootstrap-only row (a
-    truncation, as :func:`~offline_gitd.data.replay.first_fraction` cuts an RLU checkpoint).
+    truncation, as :func:`~offline_gitd.data.episode_store.first_fraction` cuts an RLU checkpoint).
     """
     obs_space, action_space = dataset.observation_space, dataset.action_space
     store: EpisodeStore | None = None

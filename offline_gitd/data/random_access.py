@@ -18,7 +18,7 @@ import mmap
 
 import numpy as np
 
-from offline_gitd.data.replay import SegmentedRows
+from offline_gitd.data.episode_store import SegmentedRows
 
 
 def advise_random_access(rows: np.ndarray | SegmentedRows) -> int:

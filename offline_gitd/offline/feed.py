@@ -39,8 +39,9 @@ import numpy as np
 
 from offline_gitd.batch import Batch, FrameRefs
 from offline_gitd.choices import FRAME_PLACEMENTS
+from offline_gitd.data.episode_store import SegmentedRows
 from offline_gitd.data.random_access import advise_random_access
-from offline_gitd.data.replay import Replay, SegmentedRows, gather_frame_pool
+from offline_gitd.data.replay import Replay, Sampler, gather_frame_pool
 from offline_gitd.learners.drivers import FrameChunk, make_chunk_runner, make_frame_chunk_runner
 from offline_gitd.offline.host_pools import PoolRing
 
@@ -141,7 +142,7 @@ class ChunkFeed:
 
     def __init__(
         self,
-        replay: Any,
+        replay: Sampler,
         batch_size: int,
         driver: str,
         frames: str = "auto",

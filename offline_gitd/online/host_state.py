@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_gitd.data.replay import EpisodeStore
+from offline_gitd.data.episode_store import EpisodeStore
 from offline_gitd.errors import UsageError
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.config.fields import parse_seeds
-from offline_gitd.data.replay import EpisodeStore
+from offline_gitd.data.episode_store import EpisodeStore
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.family import Family
 from offline_gitd.online.config import OnlineConfig

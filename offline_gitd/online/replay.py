@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from offline_gitd.data.replay import EpisodeStore, Replay
+from offline_gitd.data.episode_store import EpisodeStore
+from offline_gitd.data.replay import Replay
 
 
 class WindowedReplay(Replay):

@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from offline_gitd.data.episode_store import EpisodeStore, SegmentedRows
 from offline_gitd.data.random_access import advise_random_access
-from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows
+from offline_gitd.data.replay import Replay
 from offline_gitd.offline.feed import ChunkFeed
 
 

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows, first_fraction
+from offline_gitd.data.episode_store import EpisodeStore, SegmentedRows, first_fraction
+from offline_gitd.data.replay import Replay
 from offline_gitd.data.sumtree import SumTree
 
 GAMMA = 0.9

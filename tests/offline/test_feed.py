@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from offline_gitd.batch import Batch, expand_frame_refs
-from offline_gitd.data.replay import EpisodeStore, Replay, SegmentedRows, gather_frame_pool
+from offline_gitd.data.episode_store import EpisodeStore, SegmentedRows
+from offline_gitd.data.replay import Replay, gather_frame_pool
 from offline_gitd.offline import feed as feed_module
 from offline_gitd.offline.feed import ChunkFeed, choose_frames, prefetch, resident_frames
 from offline_gitd.offline.host_pools import ALIGN, PoolRing

@@ -15,7 +15,7 @@ import pytest
 
 import offline_gitd
 from offline_gitd.cli import main
-from offline_gitd.data.replay import EpisodeStore
+from offline_gitd.data.episode_store import EpisodeStore
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.init_from import load_origin, resolve_origin, seed_replay
 from offline_gitd.online.train import build_family, resolve_config

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offline_gitd.data.replay import EpisodeStore
+from offline_gitd.data.episode_store import EpisodeStore
 from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo
