@@ -30,7 +30,6 @@ import json
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
-from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.config import CollectRequest, OnlineConfig
 from offline_gitd.online.env_info import inspect_env
 from offline_gitd.online.schedules import total_updates, utd_fraction
 from offline_gitd.online.train import train
@@ -55,25 +54,6 @@ from offline_gitd.version import __version__
 COLLECT_HORIZONS = {"LunarLander-v3": 500, "MountainCar-v0": 200}
 REFERENCE_EPISODES = 100  # minari's own default for reference scores
 FINAL_EPISODES = 10
-
-
-@dataclass(frozen=True)
-class CollectRequest:
-    env_id: str
-    steps: int
-    dataset_id: str
-    policy: str | None = None  # dqn | sac | random; None: by action space
-    critic: str = "td"
-    seed: int = 0
-    horizon: int | None = None
-    data_dir: str | None = None
-    run_dir: str | None = None
-    overwrite: bool = False
-    checkpoint_every: int | None = None  # env steps per checkpoint of the logged replay
-    # The behaviour agent's schedule where the domain's table does not fit a shorter recording
-    # (None: the table's): env steps of epsilon's decay, updates per env step.
-    epsilon_steps: int | None = None
-    utd: float | None = None
 
 
 def _code_version() -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import shlex
+import typing
 from pathlib import Path
 
-from offline_gitd.config.fields import add_dataclass_arguments, given_fields, parse_ratio
-from offline_gitd.online.config import OnlineConfig
+from offline_gitd.config.fields import add_dataclass_arguments, base_type, field_choices, given_fields, parse_ratio
+from offline_gitd.online.config import COLLECT_POLICIES, CollectRequest, OnlineConfig, collect_file_keys, collect_key
 from offline_gitd.rundir.flags import add_output_arguments, add_run_arguments, outputs_from_args, start_run
 
 DQN_EXAMPLES = """\
@@ -27,27 +29,37 @@ EXAMPLES = "examples:\n" + DQN_EXAMPLES + SAC_EXAMPLES
 # Flags that only mean something for DQN (epsilon-greedy exploration, the strong DQN preset): left
 # out of `online sac --help`, and refused there with a reason.
 DQN_ONLY = ("epsilon_start", "epsilon_end", "epsilon_steps", "preset")
-COLLECT_POLICIES = ("dqn", "sac", "random")
-# The keys of `collect --config FILE` (a sweep's [[collect]] tables use the same names).
-COLLECT_KEYS = {
-    "env": str,
-    "steps": int,
-    "out": str,
-    "policy": str,
-    "critic": str,
-    "seed": int,
-    "horizon": int,
-    "data_dir": str,
-    "run_dir": str,
-    "checkpoint_every": int,
-    "epsilon_steps": int,
-    "utd": (int, float, str),
-}
+# The keys of `collect --config FILE` (a sweep's [[collect]] tables use the same names), from the
+# fields of CollectRequest, which also make collect's flags.
+COLLECT_KEYS = collect_file_keys()
 
 
 def type_names(kind: type | tuple[type, ...]) -> str:
     """``int`` or ``int or float or str``: what a key of :data:`COLLECT_KEYS` takes, for messages."""
     return " or ".join(k.__name__ for k in kind) if isinstance(kind, tuple) else kind.__name__
+
+
+def add_collect_arguments(parser: argparse.ArgumentParser) -> None:
+    """One argument per :class:`~offline_gitd.online.config.CollectRequest` field: ENV_ID, then its
+    flags, each ``None`` unless typed (so that typed flags override ``--config``), ``--overwrite``
+    a switch."""
+    for field in dataclasses.fields(CollectRequest):
+        flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+        help_text = field.metadata["help"].replace("%", "%%")
+        if field.type in (bool, "bool"):
+            parser.add_argument(flag, dest=field.name, action="store_true", help=help_text)
+        elif not flag.startswith("-"):
+            parser.add_argument(field.name, metavar=flag, nargs="?", default=None, help=help_text)
+        else:
+            parser.add_argument(
+                flag,
+                dest=field.name,
+                type=field.metadata.get("parse") or base_type(typing.get_type_hints(CollectRequest)[field.name]),
+                default=None,
+                choices=field_choices(field),
+                metavar=field.metadata.get("metavar"),
+                help=help_text,
+            )
 
 
 COLLECT_EXAMPLES = """examples:
@@ -108,66 +120,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=COLLECT_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    collect.add_argument(
-        "env_id",
-        metavar="ENV_ID",
-        nargs="?",
-        default=None,
-        help="gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1, MinAtar/Breakout-v1 (required, here or as env in --config)",
-    )
-    collect.add_argument("--steps", type=int, default=None, help="environment steps to record (required)")
-    collect.add_argument(
-        "--out", default=None, help="Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0 (required)"
-    )
-    collect.add_argument(
-        "--policy",
-        choices=COLLECT_POLICIES,
-        default=None,
-        help="behaviour policy (default: dqn for discrete, sac for continuous actions)",
-    )
-    collect.add_argument("--critic", default=None, help="behaviour agent's critic (default: td, the paper's DQN)")
-    collect.add_argument(
-        "--seed", type=int, default=None, help="seed of the env, the agent and the random policy (default: 0)"
-    )
-    collect.add_argument(
-        "--horizon",
-        type=int,
-        default=None,
-        help="episode step cap (default: 500 LunarLander, 200 MountainCar, env's own)",
-    )
-    collect.add_argument(
-        "--data-dir",
-        default=None,
-        help="write under D/minari (default: $OFFLINE_GITD_DATA/minari if set, else minari's own root)",
-    )
-    collect.add_argument(
-        "--run-dir", default=None, help="keep the behaviour agent's run directory here (default: a temporary one)"
-    )
-    collect.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=None,
-        metavar="N",
-        help=(
-            "cut the logged replay into checkpoints of N env steps, kept in the dataset with the behaviour "
-            "agent's mean return per checkpoint, so train --fraction p keeps the first p of each checkpoint "
-            "(the RL Unplugged protocol; default: no checkpoints)"
-        ),
-    )
-    collect.add_argument(
-        "--epsilon-steps",
-        type=int,
-        default=None,
-        metavar="N",
-        help="behaviour DQN: env steps of epsilon's linear decay (default: the env's table)",
-    )
-    collect.add_argument(
-        "--utd",
-        type=parse_ratio,
-        default=None,
-        help="behaviour agent: updates per env step, an integer or 1/n (default: the env's table)",
-    )
-    collect.add_argument("--overwrite", action="store_true", help="replace an existing local dataset with this id")
+    add_collect_arguments(collect)
     collect.add_argument(
         "--config",
         metavar="FILE",
@@ -245,25 +198,13 @@ def _fields_from_file(path: str, algo: str, resume: bool) -> dict:
 
 
 def _collect_options(args: argparse.Namespace) -> dict:
-    """The collect options: ``--config FILE``'s, the flags typed on top, then the defaults;
-    ENV_ID, --steps and --out must come from one of the two."""
+    """The collect options by config key: ``--config FILE``'s, the flags typed on top, then the
+    defaults; ENV_ID, --steps and --out must come from one of the two."""
     from offline_gitd.config.files import read_table, refuse_unknown
     from offline_gitd.errors import ConfigError
 
-    typed = {
-        "env": args.env_id,
-        "steps": args.steps,
-        "out": args.out,
-        "policy": args.policy,
-        "critic": args.critic,
-        "seed": args.seed,
-        "horizon": args.horizon,
-        "data_dir": args.data_dir,
-        "run_dir": args.run_dir,
-        "checkpoint_every": args.checkpoint_every,
-        "epsilon_steps": args.epsilon_steps,
-        "utd": args.utd,
-    }
+    fields = [field for field in dataclasses.fields(CollectRequest) if collect_key(field) in COLLECT_KEYS]
+    typed = {collect_key(field): getattr(args, field.name) for field in fields}
     options = {}
     if args.config:
         table = read_table(args.config)
@@ -276,9 +217,12 @@ def _collect_options(args: argparse.Namespace) -> dict:
             table["utd"] = parse_ratio(table["utd"])
         options.update(table)
     options.update({key: value for key, value in typed.items() if value is not None})
-    options = {"critic": "td", "seed": 0, **options}
-    for key, flag in (("env", "ENV_ID"), ("steps", "--steps"), ("out", "--out")):
-        if key not in options:
+    defaults = {collect_key(f): f.default for f in fields if f.default is not dataclasses.MISSING}
+    options = {**{key: value for key, value in defaults.items() if value is not None}, **options}
+    for field in fields:
+        key = collect_key(field)
+        if field.default is dataclasses.MISSING and key not in options:
+            flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
             raise ConfigError(f"collect needs {flag} (on the command line or as {key} in --config)")
     if options.get("policy") not in (None, *COLLECT_POLICIES):
         raise ConfigError(f"policy must be one of {', '.join(COLLECT_POLICIES)}, got {options['policy']!r}")
@@ -286,7 +230,7 @@ def _collect_options(args: argparse.Namespace) -> dict:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from offline_gitd.online.collect import CollectRequest, collect
+    from offline_gitd.online.collect import collect
     from offline_gitd.output_paths import require_dir_target
 
     options = _collect_options(args)
@@ -295,21 +239,8 @@ def _collect(args: argparse.Namespace) -> int:
         require_dir_target(run_dir, "--run-dir")
     if data_dir:
         require_dir_target(data_dir, "--data-dir")
-    request = CollectRequest(
-        env_id=options["env"],
-        steps=options["steps"],
-        dataset_id=dataset_id,
-        policy=options.get("policy"),
-        critic=options["critic"],
-        seed=options["seed"],
-        horizon=options.get("horizon"),
-        data_dir=data_dir,
-        run_dir=run_dir,
-        overwrite=args.overwrite,
-        checkpoint_every=options.get("checkpoint_every"),
-        epsilon_steps=options.get("epsilon_steps"),
-        utd=options.get("utd"),
-    )
+    names = {collect_key(field): field.name for field in dataclasses.fields(CollectRequest)}
+    request = CollectRequest(**{names[key]: value for key, value in options.items()}, overwrite=args.overwrite)
     where = collect(request, progress=args.progress, outputs=outputs_from_args(args))
     print(f"dataset {dataset_id} written to {where}")
     from offline_gitd.data.paths import data_dir_flag

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from offline_gitd.config.base import RunConfig
-from offline_gitd.config.fields import check_range, option, parse_ratio
+from offline_gitd.config.fields import base_type, check_range, option, parse_ratio
 from offline_gitd.config.paper import GYM_ENV_DEFAULTS, ONLINE_DEFAULTS, STRONG_PRESET
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.schedules import utd_fraction
@@ -118,3 +119,102 @@ class OnlineConfig(RunConfig):
         blank = OnlineConfig(algo=self.algo, env=self.env, out=self.out or "-", critic=self.critic, K=self.K)
         ignored = ("env", "out", "seeds", "driver", "steps", "log_every", "checkpoint_every")
         return self.describe_method(blank, domain, ignored)
+
+
+# ----------------------------------------------------------------------------- collect
+
+COLLECT_POLICIES = ("dqn", "sac", "random")
+
+
+def collect_option(
+    default: Any,
+    help: str,
+    *,
+    key: str | None = None,
+    flag: str | None = None,
+    in_file: bool = True,
+    **kw: Any,
+) -> Any:
+    """A :class:`CollectRequest` field as :func:`~offline_gitd.config.fields.option` makes it, with
+    its ``key`` in ``collect --config FILE`` and a sweep's ``[[collect]]`` tables (default: the
+    field's name) and its ``flag`` (default ``--field-name``; a name without dashes is the
+    positional argument of that metavar); ``in_file=False``: a flag only (``--overwrite``). The
+    help text says what unset means itself: ``--help`` adds no default to it."""
+    made = option(default, help, flag=flag, **kw)
+    return dataclasses.field(default=made.default, metadata={**made.metadata, "key": key, "in_file": in_file})
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    """What ``offline_gitd collect`` records: the one place its options are written. The command
+    line, the keys of ``collect --config FILE`` and of a sweep's ``[[collect]]`` tables all come
+    from these fields (:func:`collect_file_keys`; ``offline_gitd.online.command``)."""
+
+    env_id: str = collect_option(
+        dataclasses.MISSING,
+        "gymnasium id, e.g. LunarLander-v3, MountainCar-v0, Pendulum-v1, MinAtar/Breakout-v1 (required, here or "
+        "as env in --config)",
+        key="env",
+        flag="ENV_ID",
+    )
+    steps: int = collect_option(dataclasses.MISSING, "environment steps to record (required)")
+    dataset_id: str = collect_option(
+        dataclasses.MISSING,
+        "Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0 (required)",
+        key="out",
+        flag="--out",
+        metavar="OUT",
+    )
+    policy: str | None = collect_option(
+        None, "behaviour policy (default: dqn for discrete, sac for continuous actions)", choices=COLLECT_POLICIES
+    )
+    critic: str = collect_option("td", "behaviour agent's critic (default: td, the paper's DQN)")
+    seed: int = collect_option(0, "seed of the env, the agent and the random policy (default: 0)")
+    horizon: int | None = collect_option(
+        None, "episode step cap (default: 500 LunarLander, 200 MountainCar, env's own)"
+    )
+    data_dir: str | None = collect_option(
+        None, "write under D/minari (default: $OFFLINE_GITD_DATA/minari if set, else minari's own root)"
+    )
+    run_dir: str | None = collect_option(
+        None, "keep the behaviour agent's run directory here (default: a temporary one)"
+    )
+    # env steps per checkpoint of the logged replay
+    checkpoint_every: int | None = collect_option(
+        None,
+        "cut the logged replay into checkpoints of N env steps, kept in the dataset with the behaviour agent's mean "
+        "return per checkpoint, so train --fraction p keeps the first p of each checkpoint (the RL Unplugged "
+        "protocol; default: no checkpoints)",
+        metavar="N",
+    )
+    # The behaviour agent's schedule where the domain's table does not fit a shorter recording
+    # (None: the table's): env steps of epsilon's decay, updates per env step.
+    epsilon_steps: int | None = collect_option(
+        None, "behaviour DQN: env steps of epsilon's linear decay (default: the env's table)", metavar="N"
+    )
+    utd: float | None = collect_option(
+        None,
+        "behaviour agent: updates per env step, an integer or 1/n (default: the env's table)",
+        parse=parse_ratio,
+    )
+    overwrite: bool = collect_option(False, "replace an existing local dataset with this id", in_file=False)
+
+
+def collect_key(field: dataclasses.Field) -> str:
+    """A :class:`CollectRequest` field's name in a config file or sweep spec."""
+    return field.metadata.get("key") or field.name
+
+
+def collect_file_keys() -> dict[str, type | tuple[type, ...]]:
+    """The keys of ``collect --config FILE``, in the fields' order, and the TOML types each takes:
+    its type, a float also as an integer and, where its flag parses text (``utd = "1/4"``), as a string."""
+    hints = typing.get_type_hints(CollectRequest)
+    keys: dict[str, type | tuple[type, ...]] = {}
+    for field in dataclasses.fields(CollectRequest):
+        if not field.metadata.get("in_file", True):
+            continue
+        kind = base_type(hints[field.name])
+        if kind is float:
+            kind = (int, float, str) if field.metadata.get("parse") else (int, float)
+        keys[collect_key(field)] = kind
+    return keys
