@@ -13,6 +13,11 @@ Each method keeps one colour, line style and marker in every figure, so two coin
 distinguishable and the figures read in greyscale; legends sit outside the axes, sized to the
 longest name, so none is clipped whatever the number of methods. matplotlib's Figure API (Agg)
 is used, never pyplot's global state.
+
+Margins are fixed by hand (:func:`_place`) from the widths of the texts they hold, measured with
+the font itself, rather than by matplotlib's constrained layout: that engine measures every artist
+of a figure in an extra draw before the one saved, which was most of the time ``plot`` took
+(docs/leaderboard.md#speed).
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ def _legend_columns(labels: Sequence[str], width_inches: float) -> int:
 
 
 def _outside_legend(figure: Figure, styles: dict[str, dict[str, Any]]) -> None:
+    """The methods' legend centred at the bottom of the figure, in the margin :func:`_legend_height` keeps."""
     from matplotlib.lines import Line2D
 
     labels = list(styles)
@@ -92,11 +98,105 @@ def _outside_legend(figure: Figure, styles: dict[str, dict[str, Any]]) -> None:
     figure.legend(
         handles,
         [plain(label) for label in labels],
-        loc="outside lower center",
+        loc="lower center",
+        bbox_to_anchor=(0.5, _PAD / figure.get_figheight()),
         ncols=_legend_columns(labels, figure.get_figwidth()),
         frameon=False,
         fontsize="small",
+        borderaxespad=0.0,
     )
+
+
+# Fixed layout: margins in inches, from the sizes of the texts they hold (matplotlib's defaults:
+# 10 pt tick labels and axis labels, "large" axes titles, a tick and its pad 7 pt).
+_POINT = 1 / 72  # inches
+_PAD = 5 * _POINT  # between the figure's edge, or a panel's texts, and the next thing
+_TICK = 7 * _POINT
+_LINE = 1.3  # the height of a line of text, in font sizes (with descenders)
+
+
+def _points(size: str | float) -> float:
+    from matplotlib.font_manager import FontProperties
+
+    return float(FontProperties(size=size).get_size_in_points())
+
+
+def _lines(count: float, size: str | float) -> float:
+    """Height in inches of ``count`` lines of text at ``size``."""
+    return count * _LINE * _points(size) * _POINT
+
+
+def _text_width(text: str, size: str | float) -> float:
+    """Width in inches of one line of literal ``text`` at ``size`` in the default font."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    width, _, _ = text_to_path.get_text_width_height_descent(text, FontProperties(size=size), ismath=False)
+    return float(width) * _POINT
+
+
+def _tick_width(axis: Any) -> float:
+    """Width in inches of the widest tick label ``axis`` (x or y) will draw: its locator and
+    formatter on the view limits of what is drawn so far."""
+    import matplotlib as mpl
+
+    low, high = sorted(axis.get_view_interval())
+    slack = 1e-9 * max(1.0, abs(high - low))
+    locations = [x for x in axis.get_majorticklocs() if low - slack <= x <= high + slack]
+    labels = axis.get_major_formatter().format_ticks(locations)
+    size = mpl.rcParams[f"{axis.axis_name}tick.labelsize"]
+    return max((_text_width(label, size) for label in labels if label), default=0.0)
+
+
+def _offset_height(axes: Sequence[Any]) -> float:
+    """Room above the panels for a y axis's offset or power of ten (after :func:`_tick_width`)."""
+    for axis in axes:
+        offset = getattr(axis.yaxis.get_major_formatter(), "get_offset", None)
+        if offset is not None and offset():
+            return _lines(1, "medium")
+    return 0.0
+
+
+def _legend_height(figure: Figure, methods: Sequence[str]) -> float:
+    """Height in inches of :func:`_outside_legend` of ``methods``, with its pads."""
+    rows = math.ceil(len(methods) / _legend_columns(methods, figure.get_figwidth()))
+    return _PAD + (1.75 * rows - 0.5) * _points("small") * _POINT + _PAD
+
+
+def _ticks_and_label(label_size: str | float | None) -> float:
+    """Depth in inches below a panel of its x tick labels and, given its size, its x label."""
+    return _TICK + _lines(1, "medium") + (_lines(1, label_size) + 4 * _POINT if label_size else 0.0)
+
+
+def _place(
+    figure: Figure,
+    axes: np.ndarray,
+    *,
+    left: float,
+    right: float,
+    top: float,
+    bottom: float,
+    wgap: float = 0.0,
+    hgap: float = 0.0,
+) -> None:
+    """Margins and the gaps between panels (a rows x columns ``axes``), in inches."""
+    width, height = figure.get_size_inches()
+    rows, columns = axes.shape
+    panel_width = (width - left - right - (columns - 1) * wgap) / columns
+    panel_height = (height - top - bottom - (rows - 1) * hgap) / rows
+    figure.subplots_adjust(
+        left=left / width,
+        right=1 - right / width,
+        top=1 - top / height,
+        bottom=bottom / height,
+        wspace=wgap / panel_width,
+        hspace=hgap / panel_height,
+    )
+
+
+def _y_labels_width(names: Sequence[str]) -> float:
+    """Width in inches of method names as y tick labels (small font) with their ticks."""
+    return _TICK + max(_text_width(name, "small") for name in names)
 
 
 def _draw_curve(axis: Any, curve: dict[str, list[float]], style: dict[str, Any]) -> None:
@@ -113,8 +213,9 @@ def aggregate_figure(data: dict[str, Any], baseline: str, how: str) -> Figure:
 
     methods = data["methods"]
     styles = method_styles(methods)
-    figure = Figure(figsize=(11, 4.6 + 0.22 * math.ceil(len(methods) / 3)), layout="constrained")
-    curves, bars = figure.subplots(1, 2, width_ratios=(1.6, 1))
+    figure = Figure(figsize=(11, 4.6 + 0.22 * math.ceil(len(methods) / 3)))
+    axes = figure.subplots(1, 2, width_ratios=(1.6, 1), squeeze=False)
+    curves, bars = axes[0]
     for method in methods:
         _draw_curve(curves, data["curves"][method], styles[method])
     if how == "baseline":
@@ -143,6 +244,15 @@ def aggregate_figure(data: dict[str, Any], baseline: str, how: str) -> Figure:
     bars.set_title("Normalised AUC (95% CI)")
     bars.grid(axis="x", alpha=0.3)
     _outside_legend(figure, styles)
+    _place(
+        figure,
+        axes,
+        left=_PAD + _lines(1, "medium") + 4 * _POINT + _TICK + _tick_width(curves.yaxis),
+        right=_PAD + 0.5 * max(_tick_width(curves.xaxis), _tick_width(bars.xaxis)),
+        top=_PAD + _offset_height([curves]) + _lines(2, "large") + 6 * _POINT,
+        bottom=_legend_height(figure, methods) + _ticks_and_label("medium"),
+        wgap=_PAD + _y_labels_width(methods) + 0.5 * _tick_width(curves.xaxis),
+    )
     return figure
 
 
@@ -156,8 +266,9 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
     envs = list(data["envs"])
     columns = min(3, len(envs))
     rows = math.ceil(len(envs) / columns)
-    figure = Figure(figsize=(max(7.0, 4.2 * columns), 3.2 * rows + 0.9), layout="constrained")
-    axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
+    figure = Figure(figsize=(max(7.0, 4.2 * columns), 3.2 * rows + 0.9))
+    grid = figure.subplots(rows, columns, squeeze=False)
+    axes = grid.ravel()
     ylabel = SCORE_LABEL[how] if data["value"] == "score" else "return (mean over seeds)"
     for axis, env in zip(axes, envs):
         for method, curve in data["envs"][env].items():
@@ -177,9 +288,26 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
         axes[lowest].set_xlabel("training step", fontsize="small")
     what = "normalised score" if data["value"] == "score" else "raw return"
     figure.suptitle(
-        f"Per env, {what}: mean over seeds, 95% CI (centred window-{SMOOTHING_WINDOW} smoothing)", fontsize="medium"
+        f"Per env, {what}: mean over seeds, 95% CI (centred window-{SMOOTHING_WINDOW} smoothing)",
+        fontsize="medium",
+        y=1 - _PAD / figure.get_figheight(),
+        va="top",
     )
     _outside_legend(figure, styles)
+    drawn = axes[: len(envs)]
+    y_ticks = [_tick_width(axis.yaxis) for axis in drawn]
+    x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in drawn)
+    title = _lines(1, "medium") + 6 * _POINT
+    _place(
+        figure,
+        grid,
+        left=_PAD + _lines(1, "small") + 4 * _POINT + _TICK + max(y_ticks[::columns]),
+        right=_PAD + x_half,
+        top=_PAD + _lines(1, "medium") + _offset_height(drawn) + title,
+        bottom=_legend_height(figure, methods) + _ticks_and_label("small"),
+        wgap=_PAD + x_half + _TICK + max(y_ticks),
+        hgap=_PAD + _ticks_and_label("small") + _offset_height(drawn) + title,
+    )
     return figure
 
 
@@ -189,14 +317,15 @@ def intervals_figure(data: dict[str, Any], how: str) -> Figure:
 
     methods = data["methods"]
     styles = method_styles(methods)
-    figure = Figure(figsize=(12, 1.2 + 0.42 * len(methods)), layout="constrained")
-    axes = figure.subplots(1, len(data["metrics"]), sharey=True)
+    colours = [styles[method]["color"] for method in methods]
+    figure = Figure(figsize=(12, 1.2 + 0.42 * len(methods)))
+    grid = figure.subplots(1, len(data["metrics"]), sharey=True, squeeze=False)
+    axes = grid[0]
     positions = np.arange(len(methods))[::-1]
     for k, (axis, name) in enumerate(zip(axes, data["metrics"])):
-        for position, method in zip(positions, methods):
-            value, low, high = data["values"][method][k]
-            axis.barh(position, high - low, left=low, height=0.6, color=styles[method]["color"], alpha=0.75)
-            axis.vlines(value, position - 0.3, position + 0.3, color="black", linewidth=2)
+        value, low, high = np.array([data["values"][method][k] for method in methods]).T
+        axis.barh(positions, high - low, left=low, height=0.6, color=colours, alpha=0.75)
+        axis.vlines(value, positions - 0.3, positions + 0.3, color="black", linewidth=2)
         axis.set_title(name + (" (lower is better)" if name == "Optimality gap" else ""), fontsize="medium")
         axis.grid(axis="x", alpha=0.3)
         if name == "Optimality gap":
@@ -205,7 +334,20 @@ def intervals_figure(data: dict[str, Any], how: str) -> Figure:
             axis.axvline(1.0, color="black", linestyle="--", linewidth=0.8, alpha=0.6)
     axes[0].set_yticks(positions, [plain(method) for method in methods], fontsize="small")
     figure.suptitle(
-        f"Final {SCORE_LABEL[how]}: point estimate (black) and 95% stratified bootstrap CI", fontsize="medium"
+        f"Final {SCORE_LABEL[how]}: point estimate (black) and 95% stratified bootstrap CI",
+        fontsize="medium",
+        y=1 - _PAD / figure.get_figheight(),
+        va="top",
+    )
+    x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in axes)
+    _place(
+        figure,
+        grid,
+        left=_PAD + _y_labels_width(methods),
+        right=_PAD + x_half,
+        top=_PAD + _lines(1, "medium") + _lines(1, "medium") + 6 * _POINT,
+        bottom=_PAD + _ticks_and_label("small"),
+        wgap=_PAD + 2 * x_half,
     )
     return figure
 
@@ -216,8 +358,9 @@ def profile_figure(data: dict[str, Any], how: str) -> Figure:
 
     methods = data["methods"]
     styles = method_styles(methods)
-    figure = Figure(figsize=(7.5, 4.6 + 0.22 * math.ceil(len(methods) / 3)), layout="constrained")
-    axis = figure.subplots()
+    figure = Figure(figsize=(7.5, 4.6 + 0.22 * math.ceil(len(methods) / 3)))
+    grid = figure.subplots(squeeze=False)
+    axis = grid[0, 0]
     taus = np.asarray(data["tau"])
     for method in methods:
         profile = data["profiles"][method]
@@ -231,6 +374,14 @@ def profile_figure(data: dict[str, Any], how: str) -> Figure:
     axis.set_title("Performance profiles (95% CI)", fontsize="medium")
     axis.grid(alpha=0.3)
     _outside_legend(figure, styles)
+    _place(
+        figure,
+        grid,
+        left=_PAD + _lines(1, "medium") + 4 * _POINT + _TICK + _tick_width(axis.yaxis),
+        right=_PAD + 0.5 * _tick_width(axis.xaxis),
+        top=_PAD + _lines(1, "medium") + 6 * _POINT,
+        bottom=_legend_height(figure, methods) + _ticks_and_label("medium"),
+    )
     return figure
 
 

@@ -124,11 +124,14 @@ def test_nine_methods_have_distinct_styles_and_an_unclipped_legend() -> None:
         per_env_figure(data["per_env"], "baseline"),
     ):
         canvas = FigureCanvasAgg(figure)
-        canvas.draw()  # runs the constrained layout, as saving does
+        canvas.draw()  # as saving does
         renderer = canvas.get_renderer()
         box, page = figure.legends[0].get_window_extent(renderer), figure.bbox
         assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1
         assert [text.get_text() for text in figure.legends[0].get_texts()] == methods
+        # The hand-set margins hold every label, tick label and title (all of the drawing, in inches).
+        drawn, (width, height) = figure.get_tightbbox(renderer), figure.get_size_inches()
+        assert -0.01 <= drawn.x0 and drawn.x1 <= width + 0.01 and -0.01 <= drawn.y0 and drawn.y1 <= height + 0.01
 
 
 def test_plot_formats_dpi_methods_and_raw_returns(board: Path, analysed, tmp_path: Path, capsys) -> None:
