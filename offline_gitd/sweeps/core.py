@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from offline_gitd.errors import UsageError
+from offline_gitd.sweeps.behaviour import write_behaviour_curve
 from offline_gitd.sweeps.damaged import not_on_board
 from offline_gitd.sweeps.on_board import BoardCheck, collected_dataset, recorded_hash
 from offline_gitd.sweeps.spec import CollectStep, RunPlan, SweepSpec, expand
@@ -268,7 +269,9 @@ def record_collect(sweep: Sweep, entry: dict[str, Any], outcome: dict[str, Any],
         cpus=1.0,
     )
     boards = {sweep.board(plan) for plan in sweep.plans if collected_dataset(sweep.spec, plan) == step}
-    _keep(sweep, piece, sorted(boards) or [board_path(sweep.plans[0], sweep.paths.root)])
+    beside = sorted(boards) or [board_path(sweep.plans[0], sweep.paths.root)]
+    _keep(sweep, piece, beside)
+    write_behaviour_curve(sweep.paths.run_dir(entry["name"]), step.out, beside)
 
 
 def _keep(sweep: Sweep, piece: Piece, boards: list[Path]) -> None:

@@ -140,8 +140,9 @@ def test_committed_example_boards_are_valid_and_show(path: Path, capsys: pytest.
 
 @pytest.mark.parametrize("path", BEHAVIOUR_CURVES, ids=lambda path: path.name)
 def test_committed_behaviour_curves_are_whole(path: Path) -> None:
-    """A behaviour agent's curve (leaderboards/*/behaviour/GAME.csv) has one row per 10,000-step
-    window from the first to its last, with a return and an epsilon that never rises."""
+    """A behaviour agent's curve (leaderboards/*/behaviour/*.csv, written by a sweep beside its
+    board) has one row per 10,000-step window from the first to its last, and an epsilon that
+    never rises."""
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert rows and set(rows[0]) >= {"env_step", "episodes", "mean_training_return", "epsilon", "q_mean"}
@@ -149,7 +150,6 @@ def test_committed_behaviour_curves_are_whole(path: Path) -> None:
     assert steps == list(range(steps[0], steps[0] + 10_000 * len(steps), 10_000))
     epsilons = [float(row["epsilon"]) for row in rows]
     assert all(later <= earlier for earlier, later in zip(epsilons, epsilons[1:]))
-    assert all(float(row["mean_training_return"]) >= 0 for row in rows)
 
 
 def test_there_is_an_example_board() -> None:

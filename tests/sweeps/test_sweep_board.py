@@ -127,6 +127,8 @@ def test_a_sweep_continues_from_its_board_alone(tmp_path: Path, capsys: pytest.C
     assert all(float(piece["seconds"]) > 0 for piece in pieces)
     assert {piece["config_hash"] for piece in pieces if piece["kind"] == "run"} == {row["config_hash"] for row in rows}
     assert "each piece (also in " in first and "  run      cartpole " in first
+    curves = sorted(path.name for path in (board.parent / "behaviour").iterdir())
+    assert curves == [f"{CARTPOLE.replace('/', '-')}.csv", f"{MOUNTAINCAR.replace('/', '-')}.csv"]
 
     # Another machine: no run directory, no state, no dataset; only the committed board.
     shutil.rmtree(out)
