@@ -28,7 +28,10 @@ from offline_gitd.data.cache import LAYOUT, build_rlu_cache, load_rlu_store
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
 from offline_gitd.data.replay import Replay
 from offline_gitd.data.rlu import iter_rlu_episodes
-from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
+
+# The shard writer is a test helper (tests/rlu_shards.py), not part of the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard  # noqa: E402
 
 FRAME_BYTES = 84 * 84
 GAME = "Synthetic"

@@ -26,7 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from offline_gitd.data.rlu import decode_png_frames
-from offline_gitd.data.rlu_format import encode_png_frames
+
+# The shard writer is a test helper (tests/rlu_shards.py), not part of the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.rlu_shards import encode_png_frames  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ingest import blob_frames  # noqa: E402 - the frames benchmarks/ingest.py decodes

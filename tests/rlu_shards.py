@@ -1,6 +1,8 @@
 """Write RL Unplugged Atari shards byte-for-byte in the bucket's format, without TensorFlow.
 
-The fetcher's tests, the shard reader's tests and the benchmark all need real-looking shards
+Not part of the package: nothing in ``offline_gitd`` writes shards, only reads them
+(:mod:`offline_gitd.data.rlu`, whose feature table this writer follows). The fetcher's tests, the
+shard reader's tests and the benchmarks (``benchmarks/ingest.py``) all need real-looking shards
 offline: GZIP-compressed TFRecord files of serialized ``tf.train.Example`` protos carrying the
 ``atari_episodes_ordered`` features (docs/datasets.md#rl-unplugged-atari). TensorFlow is not a
 dependency, so the ``Example`` message classes are built at run time from descriptors that mirror
@@ -27,21 +29,6 @@ from offline_gitd.data.crc32c import masked_crc32c
 
 FRAME_SHAPE = (84, 84)
 NUM_ATARI_ACTIONS = 18
-
-# Feature names and kinds of one ``atari_episodes_ordered`` record; the reader checks against it.
-EPISODE_SCALAR_FEATURES: dict[str, str] = {
-    "checkpoint_idx": "int64",
-    "episode_idx": "int64",
-    "episode_return": "float",
-    "clipped_episode_return": "float",
-}
-EPISODE_STEP_FEATURES: dict[str, str] = {
-    "observations": "bytes",
-    "actions": "int64",
-    "unclipped_rewards": "float",
-    "clipped_rewards": "float",
-    "discounts": "float",
-}
 
 FeatureValue = Sequence[bytes] | np.ndarray | int | float
 

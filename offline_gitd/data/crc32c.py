@@ -1,4 +1,4 @@
-"""CRC-32C (Castagnoli), shared by the TFRecord writer, the shard reader and the fetcher.
+"""CRC-32C (Castagnoli), shared by the shard reader, the fetcher and the tests' TFRecord writer.
 
 TFRecord framing checks every length and payload with a *masked* CRC-32C, and Google Cloud
 Storage reports a whole object's CRC-32C in ``x-goog-hash``. Both run over gigabytes, so this wraps

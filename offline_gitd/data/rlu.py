@@ -19,12 +19,26 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from offline_gitd.data.rlu_format import EPISODE_SCALAR_FEATURES, EPISODE_STEP_FEATURES
 from offline_gitd.data.tfrecord import TFRecordError, iter_tfrecords, parse_example
 
 FRAME_SHAPE = (84, 84)
 STEP_FEATURES = ("observations", "actions", "unclipped_rewards", "clipped_rewards", "discounts")
 SCALAR_FEATURES = ("checkpoint_idx", "episode_idx", "episode_return", "clipped_episode_return")
+# Feature names and kinds of one ``atari_episodes_ordered`` record (the bucket's format, which the
+# tests' shard writer, tests/rlu_shards.py, follows too); the reader checks against it.
+EPISODE_SCALAR_FEATURES: dict[str, str] = {
+    "checkpoint_idx": "int64",
+    "episode_idx": "int64",
+    "episode_return": "float",
+    "clipped_episode_return": "float",
+}
+EPISODE_STEP_FEATURES: dict[str, str] = {
+    "observations": "bytes",
+    "actions": "int64",
+    "unclipped_rewards": "float",
+    "clipped_rewards": "float",
+    "discounts": "float",
+}
 FEATURE_KINDS = {**EPISODE_SCALAR_FEATURES, **EPISODE_STEP_FEATURES}
 
 

@@ -25,8 +25,8 @@ import pytest
 
 from offline_gitd.data.cache import build_rlu_cache
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
-from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
 from tests.memory_limit import LimitedRun, NoMemoryLimit, available_mechanism, run_with_memory_limit
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard
 
 # The train process alone (Python, JAX, XLA, the Nature CNN, its buffers) takes about 0.9 GiB, so
 # 1.25 GiB leaves it about 350 MiB of page cache for the store's 3.15 GiB; 800 steps read more

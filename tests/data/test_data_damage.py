@@ -13,7 +13,7 @@ import pytest
 from offline_gitd.data.cache import DamagedShard, build_rlu_cache
 from offline_gitd.data.cache_reader import DamagedCache, cache_problem, open_checkpoint_cache
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
-from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard
 
 LAYOUT = [(12, True), (7, False), (20, True)]
 

@@ -16,9 +16,9 @@ from offline_gitd.cli import main
 from offline_gitd.data.http_download import RetryPolicy
 from offline_gitd.data.minari_fetch import minari_endpoint
 from offline_gitd.data.paths import rlu_raw_dir
-from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
 from offline_gitd.data.shard_verification import ServerChecks, parse_content_range, parse_goog_hash, same_object
 from tests.rlu_server import RluServer
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard
 
 LAYOUT = "atari_episodes_ordered"
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from offline_gitd.data.crc32c import crc32c, mask, masked_crc32c
-from offline_gitd.data.rlu_format import (
+from tests.rlu_shards import (
     decode_example,
     encode_example,
     make_synthetic_episode,

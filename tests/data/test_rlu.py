@@ -15,9 +15,9 @@ from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
 from offline_gitd.data.replay import Replay
 from offline_gitd.data.rlds import iter_rlds_episodes, rlu_episode_from_rlds
 from offline_gitd.data.rlu import iter_rlu_episodes
-from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
 from offline_gitd.data.rlu_tfds import iter_tfds_episodes
 from offline_gitd.data.tfrecord import TFRecordError
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard
 
 # (length, terminal) per episode of each checkpoint: ends truncated and terminal both occur
 LAYOUT = [(12, True), (7, False), (20, True), (9, False)]

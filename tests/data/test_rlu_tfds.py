@@ -9,7 +9,7 @@ both through ``rlu_atari_checkpoints_ordered`` as TFDS ships it:
   flags made consistent (random flags are, and must be, rejected);
 - a run prepared by the builder's own code (``download_and_prepare``: TFRecord reading, TFDS's
   ``atari_example_to_rlds``, writing, reading back) from local shards in the bucket's layout,
-  written by :mod:`offline_gitd.data.rlu_format`; the episodes must equal
+  written by ``tests/rlu_shards.py``; the episodes must equal
   :func:`iter_rlu_episodes`'s on the same shards.
 """
 
@@ -22,8 +22,8 @@ from offline_gitd.data.paths import rlu_shard_name
 from offline_gitd.data.registry import load_rlu_registry
 from offline_gitd.data.rlds import STEP_KEYS, rlds_episode
 from offline_gitd.data.rlu import RLUEpisode, iter_rlu_episodes
-from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
 from offline_gitd.data.rlu_tfds import iter_tfds_episodes
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard
 
 tfds = pytest.importorskip("tensorflow_datasets", reason="needs the optional tfds extra: make test-tfds")
 

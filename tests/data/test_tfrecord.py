@@ -6,7 +6,8 @@ import struct
 import numpy as np
 import pytest
 
-from offline_gitd.data.rlu_format import (
+from offline_gitd.data.tfrecord import TFRecordError, iter_tfrecords, parse_example
+from tests.rlu_shards import (
     decode_example,
     encode_example,
     episode_features,
@@ -14,7 +15,6 @@ from offline_gitd.data.rlu_format import (
     tfrecord_frame,
     write_tfrecord_gz,
 )
-from offline_gitd.data.tfrecord import TFRecordError, iter_tfrecords, parse_example
 
 
 def assert_same_features(ours, theirs):

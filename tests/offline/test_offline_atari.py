@@ -13,8 +13,8 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.data.paths import rlu_cache_dir, rlu_raw_dir, rlu_shard_name
-from offline_gitd.data.rlu_format import make_synthetic_episode, write_rlu_episodes_shard
 from offline_gitd.rundir.checkpoints import Checkpoints
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard
 
 PONG_ACTIONS = 6
 

@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 
 from offline_gitd.data.crc32c import masked_crc32c
 from offline_gitd.data.rlu import iter_rlu_episodes
-from offline_gitd.data.rlu_format import (
+from offline_gitd.data.tfrecord import TFRecordError, iter_tfrecords, parse_example
+from tests.properties.checks import assert_one_line, share
+from tests.rlu_shards import (
     decode_example,
     encode_example,
     episode_features,
     make_synthetic_episode,
     tfrecord_frame,
 )
-from offline_gitd.data.tfrecord import TFRecordError, iter_tfrecords, parse_example
-from tests.properties.checks import assert_one_line, share
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="tfrecords-"))  # one file rewritten per example; removed at exit
 atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
