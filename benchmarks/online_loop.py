@@ -45,6 +45,7 @@ from offline_gitd.learners.drivers import (
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.loop import OnlineRun, online_lifecycle
 from offline_gitd.online.train import build_family, resolve_config
+from offline_gitd.rundir.flags import RunFlags
 
 ROOT = Path(__file__).resolve().parents[1]
 INITIAL = 1_000  # random steps before the first update (small: the timed windows come after)
@@ -102,7 +103,7 @@ def make_run(env: str, critic: str, seeds: int, out: Path) -> OnlineRun:
         )
     )
     family = build_family(cfg, info)
-    run = online_lifecycle(cfg, info, overwrite=True)
+    run = online_lifecycle(cfg, info, RunFlags(overwrite=True))
     loop = OnlineRun(cfg, info, family, out, False, None, run)
     loop.start()
     return loop

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,10 +25,13 @@ from offline_gitd.data.cache import build_rlu_cache, load_rlu_store
 from offline_gitd.data.minari_checkpoints import checkpoint_episodes
 from offline_gitd.data.paths import data_dir_flag, data_root, minari_datasets_dir, rlu_raw_dir, use_minari_root
 from offline_gitd.data.registry import MinariId, RluAtariId, format_checkpoints, load_rlu_registry, parse_dataset_id
-from offline_gitd.data.replay import Replay
+from offline_gitd.data.replay import Replay, Sampler
 from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, is_image_space, register_minatar
 from offline_gitd.envs.make import SpaceInfo, describe_spaces, make_env
 from offline_gitd.errors import UsageError
+
+if TYPE_CHECKING:
+    from minari import MinariDataset
 
 
 class DatasetRequest(Protocol):
@@ -48,7 +51,7 @@ class OfflineData:
     """What the offline loop needs from a dataset, wherever it came from (docs/architecture.md#data-flows-one-way)."""
 
     domain: str  # atari | minatar | gym | continuous: selects the paper's defaults
-    replay: Any  # .sample(batch_size, rng) -> Batch
+    replay: Sampler  # .sample(batch_size, rng) -> Batch, .sample_chunk(batch_size, count, rng)
     make_eval_env: Callable[[int], Any]  # seed -> gymnasium.Env for evaluation
     spaces: SpaceInfo
     suite: str
@@ -60,12 +63,31 @@ class OfflineData:
 RLU_OBS_SHAPE = (84, 84, 4)
 
 
-def dataset_profile(dataset: str, data_dir: str | None = None) -> tuple[str, tuple[int, ...]]:
-    """The domain whose defaults apply and the shape of one network input (which picks the
-    torso when none is given), known before any data is read where the id tells."""
+@dataclass(frozen=True)
+class OpenedDataset:
+    """A dataset id opened once, before any of its transitions is read: what the config is resolved
+    with (:attr:`profile`) and what :func:`open_offline_data` then reads the transitions from, so
+    that a run opens its Minari dataset once (RL Unplugged's ids say everything themselves)."""
+
+    dataset: str
+    data_dir: str | None
+    parsed: RluAtariId | MinariId
+    domain: str  # atari | minatar | gym | continuous: the domain whose defaults apply
+    obs_shape: tuple[int, ...]  # one network input (which picks the torso when none is given)
+    minari: MinariDataset | None = None  # the loaded Minari dataset (None: RL Unplugged)
+    spaces: SpaceInfo | None = None  # its evaluation env's spaces (None: RL Unplugged)
+
+    @property
+    def profile(self) -> tuple[str, tuple[int, ...]]:
+        return self.domain, self.obs_shape
+
+
+def open_dataset(dataset: str, data_dir: str | None = None) -> OpenedDataset:
+    """Open the dataset ``dataset`` names: its Minari metadata and evaluation env (its episodes are
+    read later, by :func:`open_offline_data`); ``UsageError`` for a bad id or a missing dataset."""
     parsed = parse_dataset_id(dataset)
     if isinstance(parsed, RluAtariId):
-        return "atari", RLU_OBS_SHAPE
+        return OpenedDataset(dataset, data_dir, parsed, "atari", RLU_OBS_SHAPE)
     minari_dataset = _load_minari(parsed.dataset_id, data_dir)
     env = _minari_env(minari_dataset)
     try:
@@ -74,26 +96,35 @@ def dataset_profile(dataset: str, data_dir: str | None = None) -> tuple[str, tup
     finally:
         env.close()
     shape = tuple(spaces.obs_shape) if images else (int(np.prod(spaces.obs_shape)),)
-    return _minari_domain(minari_dataset, spaces), shape
+    domain = _minari_domain(minari_dataset, spaces)
+    return OpenedDataset(dataset, data_dir, parsed, domain, shape, minari_dataset, spaces)
 
 
-def _minari_domain(dataset: Any, spaces: SpaceInfo) -> str:
+def dataset_profile(dataset: str, data_dir: str | None = None) -> tuple[str, tuple[int, ...]]:
+    """The domain whose defaults apply and the shape of one network input (which picks the
+    torso when none is given), known before any data is read where the id tells."""
+    return open_dataset(dataset, data_dir).profile
+
+
+def _minari_domain(dataset: MinariDataset, spaces: SpaceInfo) -> str:
     if spaces.action_kind == "continuous":
         return "continuous"
     return "minatar" if _env_id(dataset).startswith(MINATAR_PREFIX) else "gym"
 
 
-def _env_id(dataset: Any) -> str:
+def _env_id(dataset: MinariDataset) -> str:
     spec = dataset.spec.env_spec
     return spec.id if spec is not None else ""
 
 
-def open_offline_data(cfg: DatasetRequest) -> OfflineData:
-    """Load the dataset named by the (resolved) config into a replay, with its evaluation env."""
-    parsed = parse_dataset_id(cfg.dataset)
-    if isinstance(parsed, RluAtariId):
-        return _open_rlu(cfg, parsed)
-    return _open_minari(cfg, parsed)
+def open_offline_data(cfg: DatasetRequest, opened: OpenedDataset | None = None) -> OfflineData:
+    """Load the dataset named by the (resolved) config into a replay, with its evaluation env;
+    ``opened``: the same dataset already opened (:func:`open_dataset`), not opened again."""
+    if opened is None or (opened.dataset, opened.data_dir) != (cfg.dataset, cfg.data_dir):
+        opened = open_dataset(cfg.dataset, cfg.data_dir)
+    if isinstance(opened.parsed, RluAtariId):
+        return _open_rlu(cfg, opened.parsed)
+    return _open_minari(cfg, opened)
 
 
 def _open_rlu(cfg: DatasetRequest, parsed: RluAtariId) -> OfflineData:
@@ -145,7 +176,10 @@ def _rlu_eval_env(cfg: DatasetRequest, parsed: RluAtariId, **make_kw: Any) -> tu
     return make_eval_env, spaces
 
 
-def _minari_eval_env(cfg: DatasetRequest, dataset: Any, **make_kw: Any) -> tuple[Callable[[int], Any], SpaceInfo]:
+def _minari_eval_env(
+    cfg: DatasetRequest, dataset: MinariDataset, spaces: SpaceInfo | None = None, **make_kw: Any
+) -> tuple[Callable[[int], Any], SpaceInfo]:
+    """The evaluation env ``seed -> env`` and its spaces (``spaces``: already known, no probe env)."""
     env_kwargs = {"max_episode_steps": cfg.horizon} if cfg.horizon else {}
 
     def make_eval_env(seed: int) -> Any:
@@ -153,13 +187,14 @@ def _minari_eval_env(cfg: DatasetRequest, dataset: Any, **make_kw: Any) -> tuple
         env.reset(seed=seed)
         return env
 
-    probe = _minari_env(dataset, **env_kwargs)
-    spaces = describe_spaces(probe)
-    probe.close()
+    if spaces is None:
+        probe = _minari_env(dataset, **env_kwargs)
+        spaces = describe_spaces(probe)
+        probe.close()
     return make_eval_env, spaces
 
 
-def _load_minari(dataset_id: str, data_dir: str | None = None) -> Any:
+def _load_minari(dataset_id: str, data_dir: str | None = None) -> MinariDataset:
     import minari
 
     root = use_minari_root(data_dir)
@@ -257,7 +292,7 @@ def check_env_entry_points(dataset: Any) -> None:
                 raise UsageError(f"{where} wraps its env in {entry!r}, not a known wrapper: refusing to run it")
 
 
-def _minari_env(dataset: Any, **kwargs: Any) -> Any:
+def _minari_env(dataset: MinariDataset, **kwargs: Any) -> Any:
     """The dataset's evaluation env, its bool images (MinAtar) made uint8 like the stored rows; only
     after its env specs are checked to name the registered env and known wrappers."""
     if _env_id(dataset).startswith(MINATAR_PREFIX):
@@ -269,11 +304,12 @@ def _minari_env(dataset: Any, **kwargs: Any) -> Any:
         raise UsageError(f"cannot rebuild the environment of Minari dataset {dataset.id!r}: {err}") from None
 
 
-def _open_minari(cfg: DatasetRequest, parsed: MinariId) -> OfflineData:
+def _open_minari(cfg: DatasetRequest, opened: OpenedDataset) -> OfflineData:
     from offline_gitd.data.minari_source import minari_checkpoint_store, minari_store
 
-    dataset = _load_minari(parsed.dataset_id, cfg.data_dir)
-    make_eval_env, spaces = _minari_eval_env(cfg, dataset)
+    parsed, dataset = opened.parsed, opened.minari
+    assert isinstance(parsed, MinariId) and dataset is not None
+    make_eval_env, spaces = _minari_eval_env(cfg, dataset, spaces=opened.spaces)
     episodes = dataset.episode_indices
     try:
         segments = checkpoint_episodes(dataset)

@@ -9,7 +9,6 @@ The host reads metrics once per chunk of updates, never per step.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import jax
@@ -24,11 +23,9 @@ from offline_gitd.learners.family import Family
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.feed import ChunkFeed
 from offline_gitd.progress import Progress
-from offline_gitd.rundir.flags import Outputs
-from offline_gitd.rundir.lifecycle import RunLifecycle, flatten_metrics, run_record
-
-# Per-sample vectors are for prioritised replay, not for logs.
-_UNLOGGED = ("td_abs",)
+from offline_gitd.rundir.flags import RunFlags
+from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
+from offline_gitd.rundir.metrics import MetricWindow
 
 
 def _eval_stats(returns: np.ndarray, d4rl: tuple[float, float] | None) -> dict[str, float]:
@@ -45,14 +42,9 @@ def run_offline(
     cfg: OfflineConfig,
     data: OfflineData,
     family: Family,
-    *,
-    resume: bool = False,
-    progress: bool = True,
-    overwrite: bool = False,
-    command_line: Sequence[str] | None = None,
-    outputs: Outputs | None = None,
+    flags: RunFlags = RunFlags(),
 ) -> Path:
-    """Train ``family`` on ``data`` as ``cfg`` says; returns the run directory.
+    """Train ``family`` on ``data`` as ``cfg`` says, ``flags`` as the command's; returns the run directory.
 
     The run directory is written only once the training state exists (a network that does not
     fit the data fails before), so a failed start leaves no half-made run behind.
@@ -65,12 +57,14 @@ def run_offline(
         suite=data.suite,
         env=data.env_name,
         method_config=cfg.method_config(data.domain),
-        command_line=command_line,
+        command_line=flags.command_line,
         data_dir=cfg.data_dir,
         dataset=data.description,
         algorithm=cfg.algorithm_name(data.spaces.action_kind),
     )
-    run = RunLifecycle(run_dir, record, made_by, resume=resume, overwrite=overwrite, outputs=outputs, unit="epoch")
+    run = RunLifecycle(
+        run_dir, record, made_by, resume=flags.resume, overwrite=flags.overwrite, outputs=flags.outputs, unit="epoch"
+    )
     provenance = run.open()
     algorithm = provenance.get("algorithm", cfg.algo)  # runs started before it was recorded: cql
     board = cfg.board_identity()  # the critic, K and beta columns
@@ -85,18 +79,16 @@ def run_offline(
     for epoch in range(start_epoch + 1, cfg.epochs + 1):
         started = time.perf_counter()
         rngs = [np.random.default_rng([seed, epoch]) for seed in seeds]
-        sums: dict[str, np.ndarray] = {}
+        window = MetricWindow(per_sample_means=False)  # no td_abs_mean offline (rundir/metrics.py)
         done = 0
-        bar = Progress(cfg.steps_per_epoch, f"epoch {epoch}/{cfg.epochs}", enabled=progress, leave=False)
+        bar = Progress(cfg.steps_per_epoch, f"epoch {epoch}/{cfg.epochs}", enabled=flags.progress, leave=False)
         # the next chunk is sampled and sent to the device while this one runs
         for count, chunk in feed.epoch(rngs, cfg.steps_per_epoch, cfg.updates_per_call):
             state, aux = run_chunk(state, chunk)
             loss = np.asarray(aux["loss"])  # [count, seeds]: the one host read per chunk
             first = (epoch - 1) * cfg.steps_per_epoch + done + 1
             run.check_finite(loss, seeds, lambda i, first=first: f"gradient step {first + i}")
-            for name, value in aux.items():
-                if name not in _UNLOGGED:  # float64: epoch means that do not depend on the chunking
-                    sums[name] = sums.get(name, 0.0) + np.asarray(value, np.float64).sum(axis=0)
+            window.add(aux)
             done += count
             bar.update(count)
             bar.set_postfix(loss=f"{float(loss[-1].mean()):.4g}")
@@ -112,7 +104,7 @@ def run_offline(
                 "seed": seed,
                 **_eval_stats(returns[i], d4rl),
             }
-            row.update(flatten_metrics({name: total[i] / cfg.steps_per_epoch for name, total in sums.items()}))
+            row.update(window.means(i))
             row["epoch_seconds"] = round(elapsed, 3)
             metric_rows.append(row)
             if len(returns[i]):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from offline_gitd.algorithm_registry import algorithm_spec
-from offline_gitd.data.datasets import OfflineData
+from offline_gitd.data.datasets import OfflineData, OpenedDataset
 from offline_gitd.envs.make import SpaceInfo
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.family import Family
@@ -22,7 +22,7 @@ from offline_gitd.networks import check_torso
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.loop import run_offline
 from offline_gitd.rundir.files import absolute, check_run_dir, resumed_config
-from offline_gitd.rundir.flags import Outputs
+from offline_gitd.rundir.flags import Outputs, RunFlags
 from offline_gitd.rundir.lock import hold_run_dir
 
 
@@ -42,16 +42,23 @@ def family_for(cfg: OfflineConfig, spaces: SpaceInfo, obs_example: np.ndarray) -
     return spec.load_family()(cfg, spaces, obs_example)
 
 
-def resolve_config(cfg: OfflineConfig) -> OfflineConfig:
-    """Fill the dataset's domain defaults; a run that names no ``--torso`` gets the one its
-    observations call for (:func:`~offline_gitd.networks.torso_for_shape`: images -> a CNN,
-    MinAtar boards -> ``minatar``, vectors -> ``mlp``)."""
-    from offline_gitd.data.datasets import dataset_profile
-    from offline_gitd.networks import torso_for_shape
+def open_config_dataset(cfg: OfflineConfig) -> OpenedDataset:
+    """The dataset ``cfg`` names, opened once for the whole run (:func:`resolve_config`, then
+    :func:`~offline_gitd.data.datasets.open_offline_data`)."""
+    from offline_gitd.data.datasets import open_dataset
 
     if not cfg.dataset:
         raise ConfigError("--dataset is required (rlu-atari:GAME/RUN[:CHECKPOINTS] or minari:ID)")
-    domain, obs_shape = dataset_profile(cfg.dataset, cfg.data_dir)
+    return open_dataset(cfg.dataset, cfg.data_dir)
+
+
+def resolve_config(cfg: OfflineConfig, dataset: OpenedDataset | None = None) -> OfflineConfig:
+    """Fill the dataset's domain defaults; a run that names no ``--torso`` gets the one its
+    observations call for (:func:`~offline_gitd.networks.torso_for_shape`: images -> a CNN,
+    MinAtar boards -> ``minatar``, vectors -> ``mlp``). ``dataset``: ``cfg``'s, already opened."""
+    from offline_gitd.networks import torso_for_shape
+
+    domain, obs_shape = (dataset or open_config_dataset(cfg)).profile
     if cfg.torso is None:
         cfg = dataclasses.replace(cfg, torso=torso_for_shape(obs_shape))
     return cfg.resolve(domain)
@@ -74,24 +81,17 @@ def train(
     """
     from offline_gitd.data.datasets import open_offline_data
 
+    flags = RunFlags(resume, progress, overwrite, command_line, outputs)
     cfg = absolute_paths(cfg)
     with hold_run_dir(Path(cfg.out)):  # the run's one writer, from its first check to its last row
-        check_run_dir(Path(cfg.out), resume, overwrite)
-        cfg = resolve_config(cfg)
-        data = open_offline_data(cfg)
+        check_run_dir(Path(cfg.out), flags.resume, flags.overwrite)
+        dataset = open_config_dataset(cfg)
+        cfg = resolve_config(cfg, dataset)
+        data = open_offline_data(cfg, dataset)
         # The network's input as the replay gives it (stacked frames, whole images or flat vectors).
         check_torso(cfg.torso, data.replay.sample(1, np.random.default_rng(0)).obs.shape[1:], data.description)
         family = build_family(cfg, data)
-        return run_offline(
-            cfg,
-            data,
-            family,
-            resume=resume,
-            progress=progress,
-            overwrite=overwrite,
-            command_line=command_line,
-            outputs=outputs,
-        )
+        return run_offline(cfg, data, family, flags)
 
 
 def absolute_paths(cfg: OfflineConfig) -> OfflineConfig:

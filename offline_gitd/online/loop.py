@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,26 +54,15 @@ from offline_gitd.online.host_state import (
 from offline_gitd.online.init_from import Origin, seed_replay
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.progress import Progress
-from offline_gitd.rundir.flags import Outputs
-from offline_gitd.rundir.lifecycle import RunLifecycle, flatten_metrics, run_record
+from offline_gitd.rundir.flags import RunFlags
+from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
+from offline_gitd.rundir.metrics import MetricWindow
 from offline_gitd.rundir.seals import deferred_interrupt
 
 EPISODES_FILE = "episodes.csv"
 EPISODE_COLUMNS = ("step", "seed", "episode", "return", "length")
 # The final summary's mean return is over the last this-many episodes of every seed.
 SUMMARY_EPISODES = 10
-
-
-def _loggable(aux: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Metrics per update (leading axis: updates): the per-sample |TD errors| (PER's priorities)
-    become their batch mean ``td_abs_mean``; everything else is logged as it is."""
-    out = {}
-    for name, value in aux.items():
-        value = np.asarray(value)
-        if name == "td_abs":
-            name, value = "td_abs_mean", value.mean(axis=-1)
-        out[name] = value
-    return out
 
 
 def episode_seed(seed: int, episode: int) -> int:
@@ -171,7 +160,8 @@ class OnlineRun:
         self.provenance = run.open()
         self.slots: list[SeedSlot] = []
         self.updates = 0
-        self.window: dict[str, Any] = {}
+        self.window: dict[str, Any] = {}  # the finished episodes of the logging window
+        self.metrics = MetricWindow(per_sample_means=True)  # td_abs -> td_abs_mean (rundir/metrics.py)
 
     @staticmethod
     def _metric_columns(family: Family, info: EnvInfo) -> list[str]:
@@ -186,9 +176,7 @@ class OnlineRun:
         ones = np.ones(1, np.float32)
         batch = Batch(obs, action, ones, ones, obs, ones)
         state = jax.eval_shape(family.init, jax.random.PRNGKey(0))
-        aux = jax.eval_shape(family.step, state, batch)[1]
-        one_update = _loggable({name: np.zeros((1, *value.shape)) for name, value in aux.items()})
-        return list(flatten_metrics({name: value[0] for name, value in one_update.items()}))
+        return MetricWindow(per_sample_means=True).columns(jax.eval_shape(family.step, state, batch)[1])
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -310,10 +298,7 @@ class OnlineRun:
         loss = np.asarray(aux["loss"])
         self.run.check_finite(loss, self.seeds, lambda i: f"env step {step}, update {self.updates + i + 1}")
         self.updates += len(loss)
-        sums = self.window.setdefault("sums", {})
-        for name, value in _loggable(aux).items():
-            sums[name] = sums.get(name, 0.0) + np.asarray(value, np.float64).sum(axis=0)
-        self.window["updates"] = self.window.get("updates", 0) + len(loss)
+        self.metrics.add(aux)
         return aux
 
     def _update(self, count: int, step: int) -> None:
@@ -364,9 +349,8 @@ class OnlineRun:
             }
             if epsilon is not None:
                 row["epsilon"] = epsilon
-            count = window.get("updates", 0)
             row.update(dict.fromkeys(self.metric_columns, float("nan")))
-            row.update(flatten_metrics({name: total[i] / count for name, total in window.get("sums", {}).items()}))
+            row.update(self.metrics.means(i))
             row["window_seconds"] = round(elapsed, 3)
             metric_rows.append(row)
             if slot.last_result is not None:
@@ -374,7 +358,7 @@ class OnlineRun:
                     self.run.result_row(cfg.algo, cfg.critic, cfg.K, cfg.beta, slot.seed, step, slot.last_result)
                 )
         self.run.write(metric_rows, result_rows, episodes=episodes)
-        self.window = {}
+        self.window, self.metrics = {}, MetricWindow(per_sample_means=True)
         return metric_rows
 
     def train(self) -> None:
@@ -439,39 +423,27 @@ def run_online(
     cfg: OnlineConfig,
     info: EnvInfo,
     family: Family,
+    flags: RunFlags = RunFlags(),
     *,
-    resume: bool = False,
-    progress: bool = True,
     wrap_env: Callable[[gym.Env], gym.Env] | None = None,
-    overwrite: bool = False,
-    command_line: Sequence[str] | None = None,
-    outputs: Outputs | None = None,
     trust_pickles: bool = False,
     origin: Origin | None = None,
 ) -> Path:
-    """Train ``family`` online as the resolved ``cfg`` says; returns the run directory.
+    """Train ``family`` online as the resolved ``cfg`` says, ``flags`` as the command's; returns
+    the run directory.
 
     ``wrap_env`` wraps every training env (``offline_gitd collect`` records through it);
     ``trust_pickles`` lets a resume read an older version's pickled host state.
     ``origin`` is the offline run a new run starts from, recorded in ``config.json``.
     """
     run_dir = Path(cfg.out)
-    run = online_lifecycle(
-        cfg, info, resume=resume, overwrite=overwrite, command_line=command_line, outputs=outputs, origin=origin
-    )
-    OnlineRun(cfg, info, family, run_dir, progress, wrap_env, run, trust_pickles, origin).train()
+    run = online_lifecycle(cfg, info, flags, origin=origin)
+    OnlineRun(cfg, info, family, run_dir, flags.progress, wrap_env, run, trust_pickles, origin).train()
     return run_dir
 
 
 def online_lifecycle(
-    cfg: OnlineConfig,
-    info: EnvInfo,
-    *,
-    resume: bool = False,
-    overwrite: bool = False,
-    command_line: Sequence[str] | None = None,
-    outputs: Outputs | None = None,
-    origin: Origin | None = None,
+    cfg: OnlineConfig, info: EnvInfo, flags: RunFlags = RunFlags(), *, origin: Origin | None = None
 ) -> RunLifecycle:
     """The run directory ``cfg.out`` of an online run, with its record and its episode log: what
     :func:`run_online` trains in, and what the speed benchmarks open an :class:`OnlineRun` on."""
@@ -480,7 +452,7 @@ def online_lifecycle(
         suite=info.suite,
         env=info.name,
         method_config=cfg.method_config(info.domain),
-        command_line=command_line,
+        command_line=flags.command_line,
         data_dir=None,
         **({"init_from": origin.record} if origin is not None else {}),
     )
@@ -488,9 +460,9 @@ def online_lifecycle(
         Path(cfg.out),
         record,
         made_by,
-        resume=resume,
-        overwrite=overwrite,
-        outputs=outputs,
+        resume=flags.resume,
+        overwrite=flags.overwrite,
+        outputs=flags.outputs,
         unit="env step",
         extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
     )

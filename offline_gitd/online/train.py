@@ -20,7 +20,7 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.learners.family import Family, make_continuous_family, make_discrete_family
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo, inspect_env, obs_example
-from offline_gitd.rundir.flags import Outputs
+from offline_gitd.rundir.flags import Outputs, RunFlags
 
 
 def resolve_config(cfg: OnlineConfig) -> tuple[OnlineConfig, EnvInfo]:
@@ -81,6 +81,7 @@ def train(
     from offline_gitd.rundir.files import absolute, check_run_dir
     from offline_gitd.rundir.lock import hold_run_dir
 
+    flags = RunFlags(resume, progress, overwrite, command_line, outputs)
     if cfg.out:
         cfg = dataclasses.replace(cfg, out=absolute(cfg.out))
     # the run's one writer (docs/locks.md), from its first check to its last row
@@ -97,19 +98,7 @@ def train(
             origin = load_origin(cfg, info, family)
         else:
             family = build_family(cfg, info)
-        return run_online(
-            cfg,
-            info,
-            family,
-            origin=origin,
-            resume=resume,
-            progress=progress,
-            wrap_env=wrap_env,
-            overwrite=overwrite,
-            command_line=command_line,
-            outputs=outputs,
-            trust_pickles=trust_pickles,
-        )
+        return run_online(cfg, info, family, flags, wrap_env=wrap_env, trust_pickles=trust_pickles, origin=origin)
 
 
 def resume_config(run_dir: Path, given: Mapping[str, Any] | None = None) -> OnlineConfig:

@@ -8,7 +8,8 @@ not what it computes: they are flags, not config fields, so they never change a 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,28 @@ class Outputs:
     tensorboard: bool = True
     wandb: bool = False
     keep_checkpoints: int | None = None  # None: keep every checkpoint
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """What a run command's own flags (not its config) tell a pipeline: resume or overwrite the run
+    in ``--out``, draw progress bars, the command line to record, where the scalars go. One bundle
+    from ``train`` to the loop of either pipeline; the keywords of both ``train`` functions."""
+
+    resume: bool = False
+    progress: bool = True
+    overwrite: bool = False
+    command_line: Sequence[str] | None = None
+    outputs: Outputs | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunFlags:
+        """The flags of :func:`add_run_arguments` as parsed."""
+        return cls(args.resume, args.progress, args.overwrite, getattr(args, "argv", None), outputs_from_args(args))
+
+    def keywords(self) -> dict[str, Any]:
+        """As keyword arguments (``train(cfg, **flags.keywords())``)."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, *, checkpoints: bool = True) -> None:
@@ -79,11 +102,4 @@ def start_run(train: Callable[..., Any], cfg: Any, args: argparse.Namespace, res
     """Call a run command's ``train`` with the flags of :func:`add_run_arguments`; an interrupt
     names ``resume_command``, the line that continues the run."""
     with resume_hint(resume_command):
-        return train(
-            cfg,
-            resume=args.resume,
-            progress=args.progress,
-            overwrite=args.overwrite,
-            command_line=getattr(args, "argv", None),
-            outputs=outputs_from_args(args),
-        )
+        return train(cfg, **RunFlags.from_args(args).keywords())

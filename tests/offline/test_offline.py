@@ -219,3 +219,19 @@ def test_existing_run_is_not_overwritten(dataset, tmp_path, capsys) -> None:
     offline_learner.train(cfg, progress=False)
     assert main(["train", *_flags(cfg), "--no-progress"]) == 2
     assert "--resume" in capsys.readouterr().err
+
+
+def test_a_run_opens_its_minari_dataset_once(dataset, tmp_path, monkeypatch) -> None:
+    """The config is resolved and the transitions are read from one opened dataset."""
+    import minari
+
+    real_load, opened = minari.load_dataset, []
+
+    def counting_load(dataset_id, *args, **kwargs):
+        opened.append(dataset_id)
+        return real_load(dataset_id, *args, **kwargs)
+
+    monkeypatch.setattr(minari, "load_dataset", counting_load)
+    cfg = small_config(dataset, tmp_path / "once", epochs=1, steps_per_epoch=5, eval_episodes=0, seeds="0")
+    offline_learner.train(cfg, progress=False)
+    assert opened == [DATASET]

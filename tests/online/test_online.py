@@ -24,6 +24,7 @@ from offline_gitd.online.loop import run_online
 from offline_gitd.online.schedules import epsilon_at, total_updates, updates_after_step, utd_fraction
 from offline_gitd.online.train import build_family, resolve_config, resume_config, train
 from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.rundir.flags import RunFlags
 from offline_gitd.rundir.lifecycle import TrainingDiverged
 
 # One tiny network for every DQN test (same K, T, batch, seeds), so that the module's compilation
@@ -272,7 +273,7 @@ def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path):
     with pytest.raises(
         TrainingDiverged, match=r"at env step 251, update 151 \(seed 0\); last good checkpoint: .*checkpoints/200"
     ):
-        run_online(cfg, info, Poisoned(), progress=False)
+        run_online(cfg, info, Poisoned(), RunFlags(progress=False))
     assert Checkpoints(tmp_path / "run").latest() == 200
 
 
