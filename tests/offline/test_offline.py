@@ -172,8 +172,8 @@ def test_non_finite_loss_stops_naming_the_step_and_keeps_the_checkpoint(dataset,
             reward[np.arange(done, done + count) >= 70] = np.nan
             return chunk._replace(reward=reward)
 
-    def poisoned_open(cfg):
-        data = real_open(cfg)
+    def poisoned_open(cfg, opened=None):
+        data = real_open(cfg, opened)
         return data.__class__(**{**data.__dict__, "replay": PoisonedReplay(data.replay)})
 
     monkeypatch.setattr(datasets, "open_offline_data", poisoned_open)
