@@ -50,8 +50,11 @@ def iqm(values: np.ndarray) -> np.ndarray:
     cut = int(0.25 * n)
     if cut == 0:
         return flat.mean(axis=-1)
+    if np.may_share_memory(flat, values):
+        flat = flat.copy()  # the caller's array is left as it was; a reshape that copied is ours
     # Partitioning at both cut points puts exactly the middle values between them, in any order.
-    middle = np.partition(flat, (cut, n - cut - 1), axis=-1)[..., cut : n - cut]
+    flat.partition((cut, n - cut - 1), axis=-1)
+    middle = flat[..., cut : n - cut]
     result = middle.mean(axis=-1)
     undefined = np.isnan(flat).any(axis=-1)  # a NaN may sit in a trimmed tail: the IQM is undefined
     return np.where(undefined, np.nan, result) if undefined.any() else result

@@ -92,12 +92,30 @@ def select_methods(scored: pd.DataFrame, names: Sequence[str] | None) -> list[st
 def _curve_tensor(runs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(steps, runs x envs x steps array) of one method's smoothed values on the steps all share."""
     table = runs.pivot(index="run", columns="step", values="smooth")
-    table = table.loc[:, table.notna().all(axis=0)]
-    steps = np.asarray(table.columns)
     order = runs.drop_duplicates("run").sort_values(["env", "seed", "run"])
+    steps, tensor = _shared_steps(table, order["run"])
     envs = order["env"].nunique()
-    tensor = table.loc[order["run"]].to_numpy(dtype=float)
     return steps, tensor.reshape(envs, -1, len(steps)).transpose(1, 0, 2)
+
+
+def _shared_steps(table: pd.DataFrame, runs: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """The steps that all ``runs`` (rows of a run x step ``table``) logged, and their values
+    there, one row per run in the order given."""
+    values = table.to_numpy(dtype=float)[table.index.get_indexer(runs)]
+    shared = ~np.isnan(values).any(axis=0)
+    return np.asarray(table.columns)[shared], values[:, shared]
+
+
+def _env_tensors(runs: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per env, what :func:`_curve_tensor` gives for one method's runs in that env alone (its
+    steps, runs x 1 x steps), from one pivot of all the method's runs."""
+    table = runs.pivot(index="run", columns="step", values="smooth")
+    order = runs.drop_duplicates("run").sort_values(["env", "seed", "run"])
+    tensors = {}
+    for env, group in order.groupby("env", sort=True):
+        steps, values = _shared_steps(table, group["run"])
+        tensors[env] = (steps, values[:, None, :])
+    return tensors
 
 
 def iqm_per_step(scores: np.ndarray) -> np.ndarray:
@@ -204,15 +222,14 @@ def per_env_data(scored: pd.DataFrame, methods: Sequence[str], value: str, reps:
     ``return``) at each step, with a 95% bootstrap band over seeds."""
     frame = smoothed(scored[scored["method"].isin(methods)], "return")
     resampler = Resampler(scored, reps, seed)
+    tensors = {method: _env_tensors(frame[frame["method"] == method]) for method in methods}
     envs: dict[str, Any] = {}
     for env in sorted(frame["env"].unique()):
-        in_env = frame[frame["env"] == env]
         envs[env] = {}
         for method in methods:
-            runs = in_env[in_env["method"] == method]
-            if runs.empty:
+            if env not in tensors[method]:
                 continue
-            steps, tensor = _curve_tensor(runs)
+            steps, tensor = tensors[method][env]
             draw = _env_draw(resampler, scored, method, env, tensor.shape[0])
             point = resampler.env_means(tensor[:, 0, :], env, None, value == "score")[0]
             samples = resampler.env_means(tensor[:, 0, :], env, draw, value == "score")
@@ -281,8 +298,8 @@ def profile_data(scored: pd.DataFrame, methods: Sequence[str], reps: int, seed: 
     taus = np.linspace(low - margin, high + margin, PROFILE_POINTS)
 
     def fraction_above(scores: np.ndarray) -> np.ndarray:
-        flat = np.sort(scores.reshape(scores.shape[0], -1), axis=1)
-        above = flat.shape[1] - np.stack([np.searchsorted(row, taus, side="right") for row in flat])
+        flat = scores.reshape(scores.shape[0], -1)
+        above = np.count_nonzero(flat[:, :, None] > taus, axis=1)
         fraction = above / flat.shape[1]
         fraction[np.isnan(flat).any(axis=1)] = np.nan  # an undefined replication (zero normaliser)
         return fraction
