@@ -22,6 +22,7 @@ of a figure in an extra draw before the one saved, which was most of the time ``
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -115,6 +116,7 @@ _TICK = 7 * _POINT
 _LINE = 1.3  # the height of a line of text, in font sizes (with descenders)
 
 
+@functools.lru_cache(maxsize=None)
 def _points(size: str | float) -> float:
     from matplotlib.font_manager import FontProperties
 
@@ -126,6 +128,7 @@ def _lines(count: float, size: str | float) -> float:
     return count * _LINE * _points(size) * _POINT
 
 
+@functools.lru_cache(maxsize=4096)
 def _text_width(text: str, size: str | float) -> float:
     """Width in inches of one line of literal ``text`` at ``size`` in the default font."""
     from matplotlib.font_manager import FontProperties
@@ -148,13 +151,25 @@ def _tick_width(axis: Any) -> float:
     return max((_text_width(label, size) for label in labels if label), default=0.0)
 
 
+def _has_offset(axis: Any) -> bool:
+    """Whether the y axis of panel ``axis`` writes an offset or a power of ten above it (known
+    once :func:`_tick_width` has formatted its ticks)."""
+    offset = getattr(axis.yaxis.get_major_formatter(), "get_offset", None)
+    return bool(offset is not None and offset())
+
+
 def _offset_height(axes: Sequence[Any]) -> float:
     """Room above the panels for a y axis's offset or power of ten (after :func:`_tick_width`)."""
+    return _lines(1, "medium") if any(_has_offset(axis) for axis in axes) else 0.0
+
+
+def _pin_titles(axes: Sequence[Any]) -> None:
+    """Keep each panel's title where matplotlib would put it, just above the panel, without its
+    check at every draw for ticks above the panel (there are none; only a y offset text, where
+    there is one, still moves the title up)."""
     for axis in axes:
-        offset = getattr(axis.yaxis.get_major_formatter(), "get_offset", None)
-        if offset is not None and offset():
-            return _lines(1, "medium")
-    return 0.0
+        if axis.get_title() and not _has_offset(axis):
+            axis.set_title(axis.get_title(), fontsize=axis.title.get_fontsize(), y=1.0)
 
 
 def _legend_height(figure: Figure, methods: Sequence[str]) -> float:
@@ -170,7 +185,7 @@ def _ticks_and_label(label_size: str | float | None) -> float:
 
 def _place(
     figure: Figure,
-    axes: np.ndarray,
+    shape: tuple[int, int],
     *,
     left: float,
     right: float,
@@ -179,9 +194,9 @@ def _place(
     wgap: float = 0.0,
     hgap: float = 0.0,
 ) -> None:
-    """Margins and the gaps between panels (a rows x columns ``axes``), in inches."""
+    """Margins and the gaps between a grid of rows x columns panels, in inches."""
     width, height = figure.get_size_inches()
-    rows, columns = axes.shape
+    rows, columns = shape
     panel_width = (width - left - right - (columns - 1) * wgap) / columns
     panel_height = (height - top - bottom - (rows - 1) * hgap) / rows
     figure.subplots_adjust(
@@ -246,13 +261,14 @@ def aggregate_figure(data: dict[str, Any], baseline: str, how: str) -> Figure:
     _outside_legend(figure, styles)
     _place(
         figure,
-        axes,
+        (1, 2),
         left=_PAD + _lines(1, "medium") + 4 * _POINT + _TICK + _tick_width(curves.yaxis),
         right=_PAD + 0.5 * max(_tick_width(curves.xaxis), _tick_width(bars.xaxis)),
         top=_PAD + _offset_height([curves]) + _lines(2, "large") + 6 * _POINT,
         bottom=_legend_height(figure, methods) + _ticks_and_label("medium"),
         wgap=_PAD + _y_labels_width(methods) + 0.5 * _tick_width(curves.xaxis),
     )
+    _pin_titles([curves, bars])
     return figure
 
 
@@ -267,8 +283,8 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
     columns = min(3, len(envs))
     rows = math.ceil(len(envs) / columns)
     figure = Figure(figsize=(max(7.0, 4.2 * columns), 3.2 * rows + 0.9))
-    grid = figure.subplots(rows, columns, squeeze=False)
-    axes = grid.ravel()
+    cells = figure.add_gridspec(rows, columns)
+    axes = [figure.add_subplot(cells[index // columns, index % columns]) for index in range(len(envs))]
     ylabel = SCORE_LABEL[how] if data["value"] == "score" else "return (mean over seeds)"
     for axis, env in zip(axes, envs):
         for method, curve in data["envs"][env].items():
@@ -278,8 +294,6 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
         axis.set_title(plain(env), fontsize="medium")
         axis.xaxis.set_major_formatter(EngFormatter(sep=""))
         axis.grid(alpha=0.3)
-    for axis in axes[len(envs) :]:
-        axis.set_visible(False)
     for axis in axes[::columns]:
         axis.set_ylabel(ylabel, fontsize="small")
     for column in range(columns):
@@ -294,13 +308,13 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
         va="top",
     )
     _outside_legend(figure, styles)
-    drawn = axes[: len(envs)]
+    drawn = axes
     y_ticks = [_tick_width(axis.yaxis) for axis in drawn]
     x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in drawn)
     title = _lines(1, "medium") + 6 * _POINT
     _place(
         figure,
-        grid,
+        (rows, columns),
         left=_PAD + _lines(1, "small") + 4 * _POINT + _TICK + max(y_ticks[::columns]),
         right=_PAD + x_half,
         top=_PAD + _lines(1, "medium") + _offset_height(drawn) + title,
@@ -308,6 +322,7 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
         wgap=_PAD + x_half + _TICK + max(y_ticks),
         hgap=_PAD + _ticks_and_label("small") + _offset_height(drawn) + title,
     )
+    _pin_titles(drawn)
     return figure
 
 
@@ -342,13 +357,14 @@ def intervals_figure(data: dict[str, Any], how: str) -> Figure:
     x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in axes)
     _place(
         figure,
-        grid,
+        (1, len(axes)),
         left=_PAD + _y_labels_width(methods),
         right=_PAD + x_half,
         top=_PAD + _lines(1, "medium") + _lines(1, "medium") + 6 * _POINT,
         bottom=_PAD + _ticks_and_label("small"),
         wgap=_PAD + 2 * x_half,
     )
+    _pin_titles(axes)
     return figure
 
 
@@ -376,12 +392,13 @@ def profile_figure(data: dict[str, Any], how: str) -> Figure:
     _outside_legend(figure, styles)
     _place(
         figure,
-        grid,
+        (1, 1),
         left=_PAD + _lines(1, "medium") + 4 * _POINT + _TICK + _tick_width(axis.yaxis),
         right=_PAD + 0.5 * _tick_width(axis.xaxis),
         top=_PAD + _lines(1, "medium") + 6 * _POINT,
         bottom=_legend_height(figure, methods) + _ticks_and_label("medium"),
     )
+    _pin_titles([axis])
     return figure
 
 
