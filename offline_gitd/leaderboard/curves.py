@@ -247,15 +247,26 @@ def _env_draw(resampler: Resampler, scored: pd.DataFrame, method: str, env: str,
     return bootstrap.resample_indices(resampler.rng, resampler.reps, runs, 1)
 
 
-def _final_matrix(scored: pd.DataFrame, method: str) -> tuple[np.ndarray, list[str]]:
-    """A method's raw final returns, runs x envs, and its envs."""
-    finals = final_scores(scored[scored["method"] == method])
-    envs = sorted(set(finals["env"]))
-    return run_matrix(finals, "return", envs), envs
+Finals = dict[str, tuple[np.ndarray, list[str]]]
 
 
-def intervals_data(scored: pd.DataFrame, methods: Sequence[str], how: str, reps: int, seed: int) -> dict[str, Any]:
-    """Median, IQM, mean and optimality gap of each method's final scores, with 95% CIs."""
+def final_matrices(scored: pd.DataFrame, methods: Sequence[str]) -> Finals:
+    """Per method, its raw final returns (runs x envs) and its envs; the final rows of all runs
+    are found once (each run belongs to one method)."""
+    finals = final_scores(scored[scored["method"].isin(methods)])
+    out = {}
+    for method, rows in finals.groupby("method", sort=False):
+        envs = sorted(set(rows["env"]))
+        out[method] = (run_matrix(rows, "return", envs), envs)
+    return {method: out[method] for method in methods}
+
+
+def intervals_data(
+    scored: pd.DataFrame, methods: Sequence[str], how: str, reps: int, seed: int, finals: Finals | None = None
+) -> dict[str, Any]:
+    """Median, IQM, mean and optimality gap of each method's final scores, with 95% CIs
+    (``finals``: :func:`final_matrices`, when already at hand)."""
+    finals = finals or final_matrices(scored, methods)
     gamma = GAP_THRESHOLD[how] if how != "auto" else _auto_gap(scored)
     resampler = Resampler(scored, reps, seed)
 
@@ -272,7 +283,7 @@ def intervals_data(scored: pd.DataFrame, methods: Sequence[str], how: str, reps:
 
     values = {}
     for method in methods:
-        raw, envs = _final_matrix(scored, method)
+        raw, envs = finals[method]
         point = four(resampler.scores(raw, envs, None))[0]
         samples = four(resampler.scores(raw, envs, resampler.draw(method, *raw.shape)))
         low, high = bootstrap.percentile_interval(samples)
@@ -286,11 +297,14 @@ def _auto_gap(scored: pd.DataFrame) -> float:
     return 100.0 if kinds <= {"minari", "d4rl"} else 1.0
 
 
-def profile_data(scored: pd.DataFrame, methods: Sequence[str], reps: int, seed: int) -> dict[str, Any]:
+def profile_data(
+    scored: pd.DataFrame, methods: Sequence[str], reps: int, seed: int, finals: Finals | None = None
+) -> dict[str, Any]:
     """Performance profiles (Agarwal et al. 2021): for each tau, the fraction of runs x envs
-    whose final score exceeds tau, with a 95% stratified bootstrap band."""
+    whose final score exceeds tau, with a 95% stratified bootstrap band (``finals``:
+    :func:`final_matrices`, when already at hand)."""
     resampler = Resampler(scored, reps, seed)
-    matrices = {method: _final_matrix(scored, method) for method in methods}
+    matrices = finals or final_matrices(scored, methods)
     points = {method: resampler.scores(raw, envs, None)[0] for method, (raw, envs) in matrices.items()}
     everything = np.concatenate([m.ravel() for m in points.values()])
     low, high = float(np.min(everything)), float(np.max(everything))
@@ -299,7 +313,11 @@ def profile_data(scored: pd.DataFrame, methods: Sequence[str], reps: int, seed: 
 
     def fraction_above(scores: np.ndarray) -> np.ndarray:
         flat = scores.reshape(scores.shape[0], -1)
-        above = np.count_nonzero(flat[:, :, None] > taus, axis=1)
+        # A value is above tau_t for the t below the number of taus under it (taus increase):
+        # count the values per number of taus under them, then sum from the top.
+        under = np.searchsorted(taus, flat, side="left") + (len(taus) + 1) * np.arange(len(flat))[:, None]
+        counts = np.bincount(under.ravel(), minlength=len(flat) * (len(taus) + 1)).reshape(len(flat), -1)
+        above = np.cumsum(counts[:, ::-1], axis=1)[:, ::-1][:, 1:]
         fraction = above / flat.shape[1]
         fraction[np.isnan(flat).any(axis=1)] = np.nan  # an undefined replication (zero normaliser)
         return fraction

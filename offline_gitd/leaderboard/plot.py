@@ -35,6 +35,7 @@ import numpy as np
 from offline_gitd.leaderboard.curves import (
     SMOOTHING_WINDOW,
     aggregate_data,
+    final_matrices,
     intervals_data,
     per_env_data,
     profile_data,
@@ -414,11 +415,12 @@ def figure_data(
 ) -> dict[str, dict[str, Any]]:
     """Figure name -> the data it is drawn from (see :mod:`~offline_gitd.leaderboard.curves`)."""
     chosen = select_methods(scored, methods)
+    finals = final_matrices(scored, chosen)
     return {
         "aggregate": aggregate_data(scored, summaries, chosen, reps, seed),
         "per_env": per_env_data(scored, chosen, per_env, reps, seed),
-        "intervals": intervals_data(scored, chosen, how, reps, seed),
-        "profile": profile_data(scored, chosen, reps, seed),
+        "intervals": intervals_data(scored, chosen, how, reps, seed, finals),
+        "profile": profile_data(scored, chosen, reps, seed, finals),
     }
 
 
