@@ -40,7 +40,7 @@ def minari_root(tmp_path_factory) -> Path:
         ("bc", CARTPOLE),
         pytest.param("cql", PENDULUM, marks=pytest.mark.slow),  # CQL-SAC: 30 sampled actions, compiles long
         ("td3bc", PENDULUM),
-        ("iql", PENDULUM),
+        pytest.param("iql", PENDULUM, marks=pytest.mark.slow),  # slow: keeps make test inside its budget
     ],
 )
 def test_a_resumed_run_ends_where_an_uninterrupted_one_does(minari_root, tmp_path, monkeypatch, algo, dataset) -> None:

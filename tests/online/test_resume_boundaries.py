@@ -113,8 +113,10 @@ def test_sac_resumes_from_a_boundary_and_mid_episode(tmp_path: Path) -> None:
     ("env", "extra"),
     [
         ("CartPole-v1", dict(per=True, n_step=3)),  # episodes end by termination, at different steps per seed
-        ("CartPole-v1", dict(horizon=12)),  # ... and by truncation at the horizon
-        ("MinAtar/Breakout-v1", dict(mlp_hidden="16", utd=0.5)),  # image observations (uint8 [10, 10, 4])
+        # ... and by truncation at the horizon; image observations (uint8 [10, 10, 4]). Under `slow`:
+        # the default run keeps one DQN case (make test from a fresh clone stays inside its budget).
+        pytest.param("CartPole-v1", dict(horizon=12), marks=pytest.mark.slow),
+        pytest.param("MinAtar/Breakout-v1", dict(mlp_hidden="16", utd=0.5), marks=pytest.mark.slow),
     ],
 )
 def test_dqn_resumes_from_a_boundary_and_mid_episode(tmp_path: Path, env: str, extra: dict[str, Any]) -> None:

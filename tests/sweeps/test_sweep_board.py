@@ -102,6 +102,7 @@ def local_datasets(data: Path) -> list[str]:
     return sorted(str(path.parent.parent.relative_to(root)) for path in root.rglob("metadata.json"))
 
 
+@pytest.mark.slow  # two training passes on Ray, ~2 min from a cold compilation cache; the rules are tested below
 @pytest.mark.ray  # each pass that trains starts an embedded local Ray instance
 def test_a_sweep_continues_from_its_board_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec, data = write_spec(tmp_path)
@@ -134,6 +135,7 @@ def test_a_sweep_continues_from_its_board_alone(tmp_path: Path, capsys: pytest.C
     shutil.rmtree(out)
     shutil.rmtree(data)
     board_before, timings_before = board.read_bytes(), timings.read_bytes()
+    curves_before = {path: path.read_bytes() for path in (board.parent / "behaviour").iterdir()}
     capsys.readouterr()
     assert main(["sweep", str(spec), "--out", str(out), "--board", str(board), "--dry-run"]) == 0
     dry = capsys.readouterr().out
@@ -145,6 +147,7 @@ def test_a_sweep_continues_from_its_board_alone(tmp_path: Path, capsys: pytest.C
     assert "scheduling" not in again and "collecting" not in again
     assert not data.exists() and not (out / "runs").exists()
     assert board.read_bytes() == board_before and timings.read_bytes() == timings_before
+    assert {path: path.read_bytes() for path in (board.parent / "behaviour").iterdir()} == curves_before
     capsys.readouterr()
     assert main(["sweep", str(spec), "--out", str(out), "--status"]) == 0
     status = capsys.readouterr().out
@@ -168,7 +171,11 @@ def test_a_sweep_continues_from_its_board_alone(tmp_path: Path, capsys: pytest.C
     assert f"collecting {MOUNTAINCAR}" not in third and "mountaincar" not in third.split("sweep finished")[0]
     assert "done     cartpole" in third and "2 rows on the board" in third
     assert local_datasets(data) == [CARTPOLE]
-    assert sorted(path.name for path in (out / "runs").iterdir()) == ["cartpole"]
+    # the run trained again, and the behaviour run of the one dataset recorded again
+    assert sorted(path.name for path in (out / "runs").iterdir()) == [
+        "cartpole",
+        f"collect-{CARTPOLE.replace('/', '-')}",
+    ]
     after = board_rows(board)
     key = Counter((row["config_hash"], row["seed"], row["step"]) for row in after)
     assert key == Counter((row["config_hash"], row["seed"], row["step"]) for row in rows)  # each once
