@@ -11,7 +11,7 @@ is timed in this process after a first call has imported everything (the figure 
 work a command does), and with ``--cli`` also as a fresh ``offline_gitd`` process (imports
 included). For each, the phases: reading and normalising the board, the table's statistics,
 the per-env table, the figures' numbers, building the figures and rendering them (PNG). The
-targets (issue 36): each command at most 2 s on the MinAtar board and 15 s on the synthetic one.
+targets (docs/leaderboard.md#speed): each command at most 2 s on the MinAtar board and 15 s on the synthetic one.
 """
 
 from __future__ import annotations
