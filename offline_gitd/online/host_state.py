@@ -124,8 +124,13 @@ def episode_actions_array(actions: Sequence[Any], shape: tuple[int, ...], dtype:
     return out
 
 
-def write_host_state(path: Path, updates: int, slots: list[SeedSlot], info: EnvInfo) -> None:
+def write_host_state(
+    path: Path, updates: int, slots: list[SeedSlot], info: EnvInfo, next_actions: np.ndarray | None = None
+) -> None:
     """Save every slot (sealed, verified on write): arrays in the archive, numbers in its JSON.
+    ``next_actions``: the policy's actions for the next env step where the last call already made
+    them (docs/online.md#one-call-per-env-step), so a resumed run takes them instead of acting in a
+    program of its own, whose rounding can differ in the last bit.
 
     Every array is built from the env's declared shapes and dtypes (:func:`action_spec`,
     :func:`observation_spec`), so a slot in any phase (an episode just reset with no action yet,
@@ -162,11 +167,13 @@ def write_host_state(path: Path, updates: int, slots: list[SeedSlot], info: EnvI
         # What the episode actions are, written out: the archive describes itself.
         "episode_actions": {"dtype": action_dtype.str, "shape": list(action_shape)},
     }
+    if next_actions is not None:
+        arrays["next_actions"] = np.asarray(next_actions)
     write_sealed_arrays(path, arrays, meta)
 
 
 def read_host_state(path: Path, cfg: OnlineConfig, info: EnvInfo) -> dict[str, Any]:
-    """``{"updates": int, "slots": [SeedSlot fields]}`` from a sealed archive, every value checked
+    """``{"updates": int, "slots": [SeedSlot fields], "next_actions": array or None}`` from a sealed archive, every value checked
     against the run's config: :class:`DamagedFile` (one line) for anything that does not fit."""
     arrays, meta = read_sealed_arrays(path)
     try:
@@ -238,7 +245,22 @@ def _decode(arrays: dict[str, np.ndarray], meta: dict[str, Any], cfg: OnlineConf
                 "last_result": None if last is None else float(last),
             }
         )
-    return {"updates": updates, "slots": slots}
+    return {"updates": updates, "slots": slots, "next_actions": _next_actions(arrays.get("next_actions"), seeds, info)}
+
+
+def _next_actions(value: np.ndarray | None, seeds: list[int], info: EnvInfo) -> np.ndarray | None:
+    """The saved actions for the next env step, checked: one per seed, of the policy's kind
+    (a float32 vector of the action size, or an integer action index). Absent from archives of
+    older versions and from checkpoints where the loop had not acted ahead."""
+    if value is None:
+        return None
+    if info.spaces.action_kind == "continuous":
+        fits = value.dtype == np.float32 and value.shape == (len(seeds), info.spaces.action_size)
+    else:
+        fits = value.dtype.kind in "iu" and value.shape == (len(seeds),)
+    if not fits:
+        raise ValueError(f"its next actions {value.dtype}{list(value.shape)} do not fit the env and seeds")
+    return value
 
 
 def read_legacy_host_state(path: Path, trust_pickles: bool) -> dict[str, Any]:

@@ -185,6 +185,7 @@ class OnlineRun:
         step, self.state, host = self.run.restore(self.state, self._read_host_state)
         if step:
             self.updates = host["updates"]
+            self.next_actions = host.get("next_actions")  # acted ahead at the checkpoint (save)
             for saved in host["slots"]:
                 obs = saved.pop("obs")
                 slot = SeedSlot(**saved, obs=obs)
@@ -217,7 +218,7 @@ class OnlineRun:
         path = host_state_path(self.run_dir, step)
         path.parent.mkdir(exist_ok=True)
         with deferred_interrupt():
-            write_host_state(path, self.updates, self.slots, self.info)
+            write_host_state(path, self.updates, self.slots, self.info, self.next_actions)
             self.run.save(step, self.state)
             saved = [p for suffix in (SUFFIX, LEGACY_SUFFIX) for p in path.parent.glob(f"*{suffix}")]
             kept = sorted({int(p.stem) for p in saved if p.stem.isdigit()}, reverse=True)[:2]
@@ -306,15 +307,15 @@ class OnlineRun:
         are written back (Schaul et al. 2016); otherwise the batches are drawn up front (the replay
         does not change in between) and run as one chunk."""
         if not self.cfg.per:
-            # The next step's actions come with the updates unless that step is past the run's end,
-            # still random, or follows a checkpoint: a run resumed there acts in a call of its own,
-            # so the uninterrupted run must too for the two to stay identical bit for bit.
+            # The next step's actions come with the updates unless that step is still random or
+            # follows a checkpoint of the checkpoint grid, where the run acts in a call of its own.
+            # A run stopped off the grid (its last step, --steps N) acts ahead too and keeps the
+            # actions in its host state, so its resume runs the same programs on the same inputs as
+            # a run that never stopped: the update and the act compiled apart round differently in
+            # the last bit (seen on Hopper) and the two would drift apart.
             cfg = self.cfg
             act_next = (
-                self.update_then_act is not None
-                and step < cfg.steps
-                and step >= cfg.initial_samples
-                and step % cfg.checkpoint_every != 0
+                self.update_then_act is not None and step >= cfg.initial_samples and step % cfg.checkpoint_every != 0
             )
             self._run_updates([self._sample()[0] for _ in range(count)], step, act_next)
             return

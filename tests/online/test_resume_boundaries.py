@@ -214,6 +214,41 @@ def test_dqn_at_its_default_size_resumes_from_a_boundary_and_mid_episode(tmp_pat
     assert_same_run(tmp_path / "straight", tmp_path / "stopped", steps, cfg, False)
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("algo", "env", "extra"),
+    [
+        # Truncation by the env's own time limit (200 steps, no termination for an untrained agent):
+        # both seeds reset together, so every checkpoint at a multiple of 200 is a boundary of both.
+        ("dqn", "MountainCar-v0", dict()),
+        # MuJoCo: early termination when Hopper falls (episodes of tens of steps, a different length
+        # per seed), continuous actions.
+        ("sac", "Hopper-v5", dict(K=2)),
+    ],
+)
+def test_mountaincar_and_hopper_resume_from_a_boundary_and_mid_episode_and_evaluate(
+    tmp_path: Path, capsys, algo: str, env: str, extra: dict[str, Any]
+) -> None:
+    """The rest of the envs of the matrix (docs/online.md#resume): stopped where seed 0's episode
+    ended and then mid-episode, resumed to the end, the same run; ``evaluate`` then plays the
+    resumed run's last checkpoint."""
+    config = dict(algo=algo, env=env, seeds="0-1", initial_samples=40, log_every=50, checkpoint_every=100, **extra)
+    steps = 500
+    train(tiny(tmp_path / "straight", steps=steps, **config), progress=False)
+    ends = episode_ends(tmp_path / "straight")
+    if env == "MountainCar-v0":
+        assert ends == {200: {0, 1}, 400: {0, 1}}
+    boundary, middle = boundary_and_middle(ends, 40, steps - 5)
+    run_in_stops(tmp_path / "stopped", [boundary, middle, steps], **config)
+    on_grid = boundary % 50 == 0 and middle % 50 == 0
+    assert_same_run(tmp_path / "straight", tmp_path / "stopped", steps, tiny(tmp_path, steps=steps, **config), on_grid)
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "stopped"), "--episodes", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "seed 0" in printed and "seed 1" in printed, printed
+
+
 def test_episode_ends_reads_the_steps_and_seeds(tmp_path: Path) -> None:
     with (tmp_path / "episodes.csv").open("w", newline="") as f:
         writer = csv.writer(f)

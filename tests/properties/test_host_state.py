@@ -312,6 +312,45 @@ def test_episode_actions_that_do_not_fit_the_env_are_refused(tmp_path: Path, cha
         read_host_state(path, cfg, info)
 
 
+@pytest.mark.parametrize("kind", ["vector-continuous", "vector-discrete"])
+def test_the_actions_chosen_ahead_round_trip_and_are_absent_where_none_were(tmp_path: Path, kind: str) -> None:
+    """A run stopped off the checkpoint grid keeps the next step's actions (docs/online.md#one-call-per-env-step)."""
+    info = env_info(kind, 2)
+    cfg = run_config(2, 10, False, 1)
+    slots = [new_slot(cfg, info, seed) for seed in cfg.seed_list]
+    rng = np.random.default_rng(3)
+    for slot in slots:
+        slot.obs = random_obs(rng, info)
+    ahead = rng.uniform(-1, 1, (2, 2)).astype(np.float32) if kind == "vector-continuous" else np.array([1, 0], np.int32)
+    write_host_state(tmp_path / "7.npz", 0, slots, info, ahead)
+    loaded = read_host_state(tmp_path / "7.npz", cfg, info)["next_actions"]
+    assert (loaded.dtype, loaded.tobytes()) == (ahead.dtype, ahead.tobytes())
+    write_host_state(tmp_path / "8.npz", 0, slots, info)
+    assert read_host_state(tmp_path / "8.npz", cfg, info)["next_actions"] is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "ahead"),
+    [
+        ("vector-continuous", np.zeros((2, 2), np.float64)),  # the policy's actions are float32
+        ("vector-continuous", np.zeros((3, 2), np.float32)),  # one per seed
+        ("vector-continuous", np.zeros((2, 3), np.float32)),  # of the action size
+        ("vector-discrete", np.zeros(2, np.float32)),  # action indices
+        ("vector-discrete", np.zeros((2, 1), np.int32)),
+    ],
+)
+def test_actions_chosen_ahead_that_do_not_fit_are_refused(tmp_path: Path, kind: str, ahead: np.ndarray) -> None:
+    info = env_info(kind, 2)
+    cfg = run_config(2, 10, False, 1)
+    slots = [new_slot(cfg, info, seed) for seed in cfg.seed_list]
+    rng = np.random.default_rng(4)
+    for slot in slots:
+        slot.obs = random_obs(rng, info)
+    write_host_state(tmp_path / "7.npz", 0, slots, info, ahead)
+    with pytest.raises(DamagedFile, match="next actions"):
+        read_host_state(tmp_path / "7.npz", cfg, info)
+
+
 @pytest.mark.parametrize(
     ("actions", "shape", "dtype"),
     [
