@@ -238,16 +238,22 @@ def test_host_state_round_trips_bit_for_bit(tmp_path_factory: pytest.TempPathFac
         assert_same_future(saved, loaded, info, plan["seed_bits"])
 
 
+def slots_at_reset(cfg: OnlineConfig, info: EnvInfo, rng: np.random.Generator) -> list[SeedSlot]:
+    """A new slot per seed of ``cfg``, each holding a first observation and nothing else."""
+    slots = [new_slot(cfg, info, seed) for seed in cfg.seed_list]
+    for slot in slots:
+        slot.obs = random_obs(rng, info)
+    return slots
+
+
 @pytest.mark.parametrize("kind", sorted(ENV_KINDS))
 def test_a_just_reset_slot_saves_an_empty_array_of_the_envs_kind(tmp_path: Path, kind: str) -> None:
     """The crash of issue 38 in its smallest form: a slot whose episode has just ended (Pendulum's
     every 200 steps) holds no action; its archive member is ``[0, *shape]`` of the action dtype."""
     info = env_info(kind, 2)
     cfg = run_config(2, 10, False, 1)
-    slots = [new_slot(cfg, info, seed) for seed in cfg.seed_list]
     rng = np.random.default_rng(0)
-    for slot in slots:
-        slot.obs = random_obs(rng, info)
+    slots = slots_at_reset(cfg, info, rng)
     for t in range(3):  # seed 0 ends an episode on the checkpoint's step, seed 1 is mid-episode
         step_slot(slots[0], info, rng, False, t == 2)
         step_slot(slots[1], info, rng, False, False)
@@ -317,10 +323,8 @@ def test_the_actions_chosen_ahead_round_trip_and_are_absent_where_none_were(tmp_
     """A run stopped off the checkpoint grid keeps the next step's actions (docs/online.md#one-call-per-env-step)."""
     info = env_info(kind, 2)
     cfg = run_config(2, 10, False, 1)
-    slots = [new_slot(cfg, info, seed) for seed in cfg.seed_list]
     rng = np.random.default_rng(3)
-    for slot in slots:
-        slot.obs = random_obs(rng, info)
+    slots = slots_at_reset(cfg, info, rng)
     ahead = rng.uniform(-1, 1, (2, 2)).astype(np.float32) if kind == "vector-continuous" else np.array([1, 0], np.int32)
     write_host_state(tmp_path / "7.npz", 0, slots, info, ahead)
     loaded = read_host_state(tmp_path / "7.npz", cfg, info)["next_actions"]
@@ -342,10 +346,8 @@ def test_the_actions_chosen_ahead_round_trip_and_are_absent_where_none_were(tmp_
 def test_actions_chosen_ahead_that_do_not_fit_are_refused(tmp_path: Path, kind: str, ahead: np.ndarray) -> None:
     info = env_info(kind, 2)
     cfg = run_config(2, 10, False, 1)
-    slots = [new_slot(cfg, info, seed) for seed in cfg.seed_list]
     rng = np.random.default_rng(4)
-    for slot in slots:
-        slot.obs = random_obs(rng, info)
+    slots = slots_at_reset(cfg, info, rng)
     write_host_state(tmp_path / "7.npz", 0, slots, info, ahead)
     with pytest.raises(DamagedFile, match="next actions"):
         read_host_state(tmp_path / "7.npz", cfg, info)
