@@ -173,8 +173,9 @@ def write_host_state(
 
 
 def read_host_state(path: Path, cfg: OnlineConfig, info: EnvInfo) -> dict[str, Any]:
-    """``{"updates": int, "slots": [SeedSlot fields], "next_actions": array or None}`` from a sealed archive, every value checked
-    against the run's config: :class:`DamagedFile` (one line) for anything that does not fit."""
+    """``{"updates": int, "slots": [SeedSlot fields], "next_actions": array or None}`` from a sealed
+    archive, every value checked against the run's config: :class:`DamagedFile` (one line) for
+    anything that does not fit."""
     arrays, meta = read_sealed_arrays(path)
     try:
         return _decode(arrays, meta, cfg, info)
