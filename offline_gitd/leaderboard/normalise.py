@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 
     from offline_gitd.leaderboard.board_references import DatasetReference
 
-# ``auto`` takes, per env, the first kind of REFERENCE_ORDER that env has, else the baseline.
+# ``auto`` takes, per env, the first kind of REFERENCE_ORDER that env has, else the baseline. A
+# DQN-replay dataset's last checkpoint mean (every episode of its last 10% of the replay) comes
+# before its Minari ``ref_max_score`` (the agent's last 10 episodes): the same agent, less noise.
 NORMALISATIONS: tuple[str, ...] = ("auto", "baseline", "minari", "dqn-replay", "d4rl", "human")
-REFERENCE_ORDER: tuple[str, ...] = ("minari", "dqn-replay", "d4rl", "human")
+REFERENCE_ORDER: tuple[str, ...] = ("dqn-replay", "minari", "d4rl", "human")
 DEFAULT_NORMALISATION = "auto"
 # D4RL (and Minari, which copies its convention) report 100 x the fraction from min to max.
 PERCENT_KINDS = frozenset({"minari", "d4rl"})
@@ -183,7 +185,7 @@ def available_references(
         random, human = atari_scores().get(env, (None, None))
         if random is not None and human is not None:
             found.append(EnvReference("human", random, human, "DQN Zoo atari_data.py"))
-    return [item for item in found if item.high > item.low]
+    return sorted((item for item in found if item.high > item.low), key=lambda item: REFERENCE_ORDER.index(item.kind))
 
 
 @dataclasses.dataclass(frozen=True)

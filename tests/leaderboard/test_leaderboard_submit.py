@@ -218,5 +218,9 @@ def test_submit_records_the_datasets_references_beside_the_board(tmp_path: Path,
         assert main([*show, "--normalise", how]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["methods"][0]["iqm"] == pytest.approx(expected)
+    capsys.readouterr()
     assert main([*show]) == 0
-    assert json.loads(capsys.readouterr().out)["envs"][dataset]["normaliser"] == "minari"  # auto's first choice
+    # auto's first choice: the last checkpoint's mean, not the last 10 episodes' (ref_max_score)
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["envs"][dataset]["normaliser"] == "dqn-replay"
+    assert shown["methods"][0]["iqm"] == pytest.approx((50 + 5) / 50)
