@@ -27,6 +27,7 @@ import numpy as np
 
 from offline_gitd.leaderboard import bootstrap
 from offline_gitd.leaderboard.normalise import EnvNormaliser, final_scores
+from offline_gitd.leaderboard.schema import NOT_RECORDED
 from offline_gitd.leaderboard.stats import Interval
 
 if TYPE_CHECKING:
@@ -61,11 +62,30 @@ class ReferenceLine:
     source: str
 
 
-def episodes_of(method_configs: pd.Series) -> int | None:
-    """The evaluation episodes per seed a method's rows record (``eval_episodes=N`` in their
-    ``method_config``), if they agree on one."""
-    found = {int(match.group(1)) for text in method_configs.unique() if (match := _EPISODES.search(str(text)))}
-    return found.pop() if len(found) == 1 else None
+def episodes_of(method_configs: pd.Series, suite: str, algorithm: str) -> int | None:
+    """The evaluation episodes per seed a method's rows record: ``eval_episodes=N`` in their
+    ``method_config`` if they agree on one; where every row says it ran its domain's defaults for
+    it (``defaults``, or other fields only), an offline algorithm's default for the suite's domain
+    (:func:`offline_eval_episodes`). Rows that do not record their method (legacy files) and online
+    rows (returns of training episodes, not a fixed evaluation) give ``None``."""
+    texts = [str(text) for text in method_configs.unique()]
+    found = {int(match.group(1)) for text in texts if (match := _EPISODES.search(text))}
+    if found:
+        return found.pop() if len(found) == 1 and all(_EPISODES.search(text) for text in texts) else None
+    if any(text == NOT_RECORDED for text in texts):
+        return None
+    return offline_eval_episodes(suite, algorithm)
+
+
+def offline_eval_episodes(suite: str, algorithm: str) -> int | None:
+    """An offline algorithm's default evaluation episodes per seed in the domain named like
+    ``suite`` (config/paper.py's offline row); ``None`` for an online algorithm or another suite."""
+    from offline_gitd.algorithm_registry import algorithm_names
+    from offline_gitd.config.paper import OFFLINE_DEFAULTS
+
+    offline = algorithm in algorithm_names() or algorithm.startswith("offline-")
+    row = OFFLINE_DEFAULTS.get(suite)
+    return int(row["eval_episodes"]) if offline and row and "eval_episodes" in row else None
 
 
 def reference_lines(normalisers: Mapping[str, EnvNormaliser]) -> list[ReferenceLine]:
@@ -116,7 +136,7 @@ def per_env_lines(
                     env=env,
                     method=method,
                     seeds=len(x),
-                    episodes=episodes_of(runs["method_config"]),
+                    episodes=episodes_of(runs["method_config"], runs["suite"].iloc[0], runs["algorithm"].iloc[0]),
                     mean=Interval(float(x.mean()), float(low), float(high)),
                     improvement=improvement,
                     p_value=p_value,

@@ -233,3 +233,24 @@ def test_monte_carlo_permutation_test_is_close_to_the_exact_one(monkeypatch) -> 
     monkeypatch.setattr(bootstrap, "EXACT_PERMUTATION_LIMIT", 10)
     sampled, how = bootstrap.permutation_test(x, y, 0)
     assert how == "monte-carlo" and sampled == pytest.approx(exact, abs=0.01)
+
+
+def test_episodes_per_seed_come_from_the_rows_or_the_domains_offline_default() -> None:
+    """``seeds x episodes``: an explicit ``eval_episodes=N`` wins; rows that ran their domain's
+    defaults get the offline default of the suite's domain (config/paper.py); legacy rows (method
+    not recorded), online algorithms and disagreeing rows give ``None`` ("?")."""
+    import pandas as pd
+
+    from offline_gitd.config.paper import OFFLINE_DEFAULTS
+    from offline_gitd.leaderboard.per_env import episodes_of
+
+    minatar = OFFLINE_DEFAULTS["minatar"]["eval_episodes"]
+    assert episodes_of(pd.Series(["eval_episodes=5 lr=0.1"]), "minatar", "cql") == 5
+    assert episodes_of(pd.Series(["defaults"]), "minatar", "cql") == minatar
+    assert episodes_of(pd.Series(["steps_per_epoch=5000"]), "minatar", "bc") == minatar
+    assert episodes_of(pd.Series(["defaults"]), "minatar", "offline-dqn") == minatar
+    assert episodes_of(pd.Series([""]), "minatar", "cql") is None  # not recorded
+    assert episodes_of(pd.Series(["defaults"]), "minatar", "dqn") is None  # online: training episodes
+    assert episodes_of(pd.Series(["defaults"]), "no-such-suite", "cql") is None
+    assert episodes_of(pd.Series(["eval_episodes=5", "eval_episodes=7"]), "minatar", "cql") is None
+    assert episodes_of(pd.Series(["eval_episodes=5", "defaults"]), "minatar", "cql") is None
