@@ -2,5 +2,6 @@
 
 ``schema`` (the result row), ``reference`` (reference scores, known envs), ``normalise`` and
 ``stats`` (pure math over a frame of rows), ``submit`` (validated, locked, atomic appends),
-``show`` / ``plot`` / ``html`` (the outputs), ``command`` (the CLI).
+``show`` / ``plot`` / ``html`` (the outputs), ``behaviour`` (the behaviour agents' curves kept
+beside a board), ``command`` (the CLI).
 """

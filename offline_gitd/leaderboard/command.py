@@ -173,7 +173,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="learning curves and AUC, per-env panels, median/IQM/mean/optimality gap, performance profiles",
         description="Draw the board's figures into --out: IQM learning curves with 95% bands and normalised AUC "
         "(aggregate), per-env panels, median/IQM/mean/optimality gap with CIs (intervals), performance "
-        "profiles (profile), and the numbers behind them (figure_data.json).",
+        "profiles (profile), where the board's folder has behaviour/ curves each behaviour agent's learning "
+        "curve beside Young & Tian's DQN (behaviour), and the numbers behind them (figure_data.json).",
         epilog="examples:\n"
         "  offline_gitd leaderboard plot --board runs/board.csv --baseline cql:td --out runs/figures\n"
         "  offline_gitd leaderboard plot --board leaderboards/mujoco_offline/board.csv --baseline bc:none "
@@ -270,9 +271,16 @@ def _analyse(args: argparse.Namespace, **figure_options: object) -> Analysis:
 
 
 def run_plot(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.behaviour import read_curves
     from offline_gitd.leaderboard.plot import write_figures
 
-    options = {"methods": args.draw_methods, "per_env": args.per_env, "fmt": args.format, "dpi": args.dpi}
+    options = {
+        "methods": args.draw_methods,
+        "per_env": args.per_env,
+        "fmt": args.format,
+        "dpi": args.dpi,
+        "behaviour": read_curves(args.board, args.envs),
+    }
     analysis = _analyse(args, **options)
     for path in write_figures(analysis.figures, args.out, analysis.figure_data):
         print(f"wrote {path}")

@@ -8,6 +8,9 @@
 - ``intervals``: median, IQM, mean and optimality gap of final scores with 95% CIs (rliable's
   standard summary).
 - ``profile``: performance profiles, the fraction of runs x envs above each score.
+- ``behaviour``, where the board's folder keeps behaviour curves (``behaviour/``): each agent that
+  recorded a dataset, its training return per window and per checkpoint, beside Young & Tian's DQN
+  at the same frames and the uniform-random return.
 
 Each method keeps one colour, line style and marker in every figure, so two coinciding lines stay
 distinguishable and the figures read in greyscale; legends sit outside the axes, sized to the
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from offline_gitd.leaderboard.behaviour import BehaviourCurve, behaviour_data
 from offline_gitd.leaderboard.curves import (
     SMOOTHING_WINDOW,
     aggregate_data,
@@ -91,17 +95,18 @@ def _legend_columns(labels: Sequence[str], width_inches: float) -> int:
     return max(1, min(len(labels), int(width_inches // column)))
 
 
-def _outside_legend(figure: Figure, styles: dict[str, dict[str, Any]]) -> None:
-    """The methods' legend centred at the bottom of the figure, in the margin :func:`_legend_height` keeps."""
+def _outside_legend(figure: Figure, styles: dict[str, dict[str, Any]], above: float = 0.0) -> None:
+    """The methods' legend centred at the bottom of the figure, in the margin :func:`_legend_height` keeps,
+    ``above`` inches higher where something sits beneath it. A style may set its own line width."""
     from matplotlib.lines import Line2D
 
     labels = list(styles)
-    handles = [Line2D([], [], linewidth=1.8, markersize=5, **styles[m]) for m in labels]
+    handles = [Line2D([], [], **{"linewidth": 1.8, "markersize": 5, **styles[m]}) for m in labels]
     figure.legend(
         handles,
         [plain(label) for label in labels],
         loc="lower center",
-        bbox_to_anchor=(0.5, _PAD / figure.get_figheight()),
+        bbox_to_anchor=(0.5, (_PAD + above) / figure.get_figheight()),
         ncols=_legend_columns(labels, figure.get_figwidth()),
         frameon=False,
         fontsize="small",
@@ -403,6 +408,124 @@ def profile_figure(data: dict[str, Any], how: str) -> Figure:
     return figure
 
 
+def _fill(words: Sequence[str], size: str | float, width: float) -> list[str]:
+    """``words`` put greedily into lines no wider than ``width`` inches at ``size`` (a word wider
+    than that keeps its own line)."""
+    lines: list[str] = []
+    for word in words:
+        if lines and _text_width(f"{lines[-1]} {word}", size) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines
+
+
+def _wrap(text: str, size: str | float, width: float) -> list[str]:
+    """``text`` broken at spaces into as few lines as fit ``width`` inches at ``size``, of even
+    length: the narrowest width that needs no more lines, so no last line holds a lone word."""
+    words = text.split()
+    lines = _fill(words, size, width)
+    low, high = 0.0, width
+    for _ in range(12):  # bisection to 1/4096 of the width
+        middle = (low + high) / 2
+        low, high = (low, middle) if len(_fill(words, size, middle)) <= len(lines) else (middle, high)
+    return _fill(words, size, high)
+
+
+# The behaviour figure's four kinds of line: the windows thin and pale under the checkpoints,
+# which carry markers, so the two read apart in greyscale too.
+_BEHAVIOUR_STYLES: dict[str, dict[str, Any]] = {
+    "window": {"color": "C0", "linestyle": "-", "linewidth": 0.9, "alpha": 0.5, "marker": ""},
+    "checkpoint": {"color": "C0", "linestyle": "-", "linewidth": 2.0, "marker": "o", "markersize": 4},
+    "published": {"color": "C3", "linestyle": "none", "marker": "D", "markersize": 7, "markeredgecolor": "black"},
+    "random": {"color": "black", "linestyle": "--", "linewidth": 0.9, "alpha": 0.7, "marker": ""},
+}
+
+
+def behaviour_figure(data: dict[str, Any]) -> Figure:
+    """One panel per behaviour agent (:func:`~offline_gitd.leaderboard.behaviour.behaviour_data`):
+    its training return per logged window (thin) and per checkpoint (the episode-weighted mean,
+    thick, with markers), Young & Tian's DQN at the frames the run reaches, and the uniform-random
+    return (dashed) where the board's references give it. The published points are read off a
+    plot, so their source is written under the legend: it travels with the figure wherever it goes."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
+
+    eng = EngFormatter(sep="").format_eng
+    panels = data["curves"]
+    names = list(panels)
+    columns = min(3, len(names))
+    rows = math.ceil(len(names) / columns)
+    width = max(7.0, 4.2 * columns)
+    # A line of text renders a few percent wider than its outline measures: wrap with room to spare.
+    source = _wrap("Young & Tian DQN: " + "; ".join(data["sources"]), "small", 0.92 * (width - 2 * _PAD))
+    source_height = _lines(len(source), "small") + _PAD if data["sources"] else 0.0
+    figure = Figure(figsize=(width, 3.2 * rows + 1.1 + source_height))
+    cells = figure.add_gridspec(rows, columns)
+    axes = [figure.add_subplot(cells[index // columns, index % columns]) for index in range(len(names))]
+    window = data["window_steps"]
+    labels = {
+        "window": f"mean per {eng(window)}-step window" if window else "mean per logged window",
+        "checkpoint": f"episode-weighted mean per {eng(data['checkpoint_steps'])} steps",
+        "published": "Young & Tian DQN",
+        "random": "uniform random",
+    }
+    drawn: set[str] = {"window", "checkpoint"}
+    for axis, name in zip(axes, names):
+        panel = panels[name]
+        axis.plot(
+            panel["window"]["step"], np.asarray(panel["window"]["value"], dtype=float), **_BEHAVIOUR_STYLES["window"]
+        )
+        axis.plot(panel["checkpoint"]["step"], panel["checkpoint"]["value"], **_BEHAVIOUR_STYLES["checkpoint"])
+        if panel["published"]["step"]:
+            axis.plot(panel["published"]["step"], panel["published"]["value"], **_BEHAVIOUR_STYLES["published"])
+            drawn.add("published")
+        if panel["random"] is not None:
+            axis.axhline(panel["random"], **_BEHAVIOUR_STYLES["random"])
+            drawn.add("random")
+        axis.set_title(plain(panel["title"]), fontsize="medium")
+        axis.xaxis.set_major_formatter(EngFormatter(sep=""))
+        axis.grid(alpha=0.3)
+    for axis in axes[::columns]:
+        axis.set_ylabel("training return (epsilon-greedy)", fontsize="small")
+    for column in range(columns):
+        lowest = max(index for index in range(column, len(names), columns))
+        axes[lowest].set_xlabel("env step", fontsize="small")
+    against = " beside Young & Tian's DQN at the same frames" if "published" in drawn else ""
+    figure.suptitle(
+        f"Behaviour agents' learning curves{against}",
+        fontsize="medium",
+        y=1 - _PAD / figure.get_figheight(),
+        va="top",
+    )
+    legend = {labels[kind]: _BEHAVIOUR_STYLES[kind] for kind in _BEHAVIOUR_STYLES if kind in drawn}
+    _outside_legend(figure, legend, above=source_height)
+    if data["sources"]:
+        figure.text(
+            0.5,
+            _PAD / figure.get_figheight(),
+            "\n".join(plain(line) for line in source),
+            ha="center",
+            va="bottom",
+            fontsize="small",
+        )
+    y_ticks = [_tick_width(axis.yaxis) for axis in axes]
+    x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in axes)
+    title = _lines(1, "medium") + 6 * _POINT
+    _place(
+        figure,
+        (rows, columns),
+        left=_PAD + _lines(1, "small") + 4 * _POINT + _TICK + max(y_ticks[::columns]),
+        right=_PAD + x_half,
+        top=_PAD + _lines(1, "medium") + _offset_height(axes) + title,
+        bottom=source_height + _legend_height(figure, list(legend)) + _ticks_and_label("small"),
+        wgap=_PAD + x_half + _TICK + max(y_ticks),
+        hgap=_PAD + _ticks_and_label("small") + _offset_height(axes) + title,
+    )
+    _pin_titles(axes)
+    return figure
+
+
 def figure_data(
     scored: pd.DataFrame,
     summaries: Sequence[MethodSummary],
@@ -412,25 +535,34 @@ def figure_data(
     *,
     methods: Sequence[str] | None = None,
     per_env: str = "score",
+    behaviour: Sequence[BehaviourCurve] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Figure name -> the data it is drawn from (see :mod:`~offline_gitd.leaderboard.curves`)."""
+    """Figure name -> the data it is drawn from (see :mod:`~offline_gitd.leaderboard.curves`);
+    ``behaviour`` as well when the board has behaviour curves
+    (:func:`~offline_gitd.leaderboard.behaviour.read_curves`)."""
     chosen = select_methods(scored, methods)
     finals = final_matrices(scored, chosen)
-    return {
+    data = {
         "aggregate": aggregate_data(scored, summaries, chosen, reps, seed),
         "per_env": per_env_data(scored, chosen, per_env, reps, seed),
         "intervals": intervals_data(scored, chosen, how, reps, seed, finals),
         "profile": profile_data(scored, chosen, reps, seed, finals),
     }
+    if behaviour:
+        data["behaviour"] = behaviour_data(behaviour)
+    return data
 
 
 def draw(data: dict[str, dict[str, Any]], baseline: str, how: str) -> dict[str, Figure]:
-    return {
+    figures = {
         "aggregate": aggregate_figure(data["aggregate"], baseline, how),
         "per_env": per_env_figure(data["per_env"], how),
         "intervals": intervals_figure(data["intervals"], how),
         "profile": profile_figure(data["profile"], how),
     }
+    if "behaviour" in data:
+        figures["behaviour"] = behaviour_figure(data["behaviour"])
+    return figures
 
 
 def figure_bytes(figure: Figure, fmt: str = "png", dpi: int = DEFAULT_DPI) -> bytes:
@@ -454,9 +586,10 @@ def render_figures(
     per_env: str = "score",
     fmt: str = "png",
     dpi: int = DEFAULT_DPI,
+    behaviour: Sequence[BehaviourCurve] = (),
 ) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
     """The figures' data (:func:`figure_data`) and file name -> bytes of every figure in ``fmt``."""
-    data = figure_data(scored, summaries, how, reps, seed, methods=methods, per_env=per_env)
+    data = figure_data(scored, summaries, how, reps, seed, methods=methods, per_env=per_env, behaviour=behaviour)
     figures = {f"{name}.{fmt}": figure_bytes(figure, fmt, dpi) for name, figure in draw(data, baseline, how).items()}
     return data, figures
 

@@ -1,4 +1,4 @@
-"""Reference scores and the registry of known suites and envs.
+"""Reference scores, published curves, and the registry of known suites and envs.
 
 The scores are data, not code: they live as CSV in ``reference_tables/`` beside this module, with
 their source in a header comment (docs/leaderboard.md#reference-tables), and this module only reads them.
@@ -14,21 +14,20 @@ import functools
 from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
+from typing import NamedTuple
 
 from offline_gitd.errors import UsageError
 
 REFERENCE_TABLES = resources.files("offline_gitd.leaderboard") / "reference_tables"
 ATARI_TABLE = REFERENCE_TABLES / "atari_human_random.csv"
 D4RL_TABLE = REFERENCE_TABLES / "d4rl_ref_scores.csv"
+MINATAR_DQN_TABLE = REFERENCE_TABLES / "minatar_young_tian_dqn.csv"
 
 GYM_ENVS: frozenset[str] = frozenset({"MountainCar-v0", "LunarLander-v3", "CartPole-v1", "Pendulum-v1", "Acrobot-v1"})
 # MinAtar's five games (Young & Tian 2019), full (v0) and minimal (v1) action sets: suite minatar,
 # normalised by the baseline method (docs/minatar.md).
-MINATAR_ENVS: frozenset[str] = frozenset(
-    f"{game}-v{version}"
-    for game in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
-    for version in (0, 1)
-)
+MINATAR_GAMES: tuple[str, ...] = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+MINATAR_ENVS: frozenset[str] = frozenset(f"{game}-v{version}" for game in MINATAR_GAMES for version in (0, 1))
 MUJOCO_ENVS: frozenset[str] = frozenset(
     f"{name}-v5"
     for name in (
@@ -112,6 +111,31 @@ def d4rl_normalised(value: float, reference: tuple[float, float]) -> float:
     """D4RL's normalised score: 100 * (return - min) / (max - min)."""
     low, high = reference
     return 100.0 * (value - low) / (high - low)
+
+
+class PublishedPoint(NamedTuple):
+    """One point of a published learning curve: its value at ``env_steps``, and where it comes from."""
+
+    env_steps: int
+    value: float
+    source: str
+
+
+@functools.cache
+def minatar_dqn_curve() -> dict[str, tuple[PublishedPoint, ...]]:
+    """MinAtar env id -> Young & Tian's DQN (training return at 1M and 5M frames), by env steps.
+
+    A behaviour agent's curve is judged against theirs at the same frames (docs/minatar.md). The
+    two ids of a game (``Breakout-v0``, the full action set, and ``Breakout-v1``, the minimal one)
+    map to the same points: they differ in the actions offered, not in the game, and their figure has
+    one curve per game.
+    """
+    points: dict[str, list[PublishedPoint]] = {}
+    for record in csv.DictReader(_data_lines(MINATAR_DQN_TABLE)):
+        point = PublishedPoint(int(record["env_steps"]), float(record["return"]), record["source"])
+        for version in (0, 1):
+            points.setdefault(f"{record['game']}-v{version}", []).append(point)
+    return {env: tuple(sorted(curve)) for env, curve in points.items()}
 
 
 @functools.cache

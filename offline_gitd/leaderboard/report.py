@@ -42,7 +42,8 @@ def analyse(
     """``env_patterns`` and ``method_patterns`` filter the board's rows (shell-style, as ``--env`` and
     ``--method``); ``figure_options``:
     :func:`~offline_gitd.leaderboard.plot.render_figures`'s keywords (``methods`` to draw and their
-    order, ``per_env``, ``fmt``, ``dpi``); the table covers every method that passes the filters."""
+    order, ``per_env``, ``fmt``, ``dpi``, the board's ``behaviour`` curves); the table covers every
+    method that passes the filters."""
     from offline_gitd.leaderboard.per_env import per_env_lines
     from offline_gitd.leaderboard.plot import render_figures
     from offline_gitd.leaderboard.show import load

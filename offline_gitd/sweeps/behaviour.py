@@ -9,7 +9,8 @@ a sweep records a dataset it writes the agent's curve, one row per logged window
 The curve is the run's ``metrics.csv`` cut to what a reader compares: the mean return of the
 training episodes that ended in each window (epsilon-greedy, as Young & Tian plot theirs), epsilon,
 the mean Q of the sampled batches (empty for a random policy, which never updates), and the
-window's wall time.
+window's wall time. The folder's name and the columns are the leaderboard's
+(:mod:`offline_gitd.leaderboard.behaviour`), which draws the curves.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import math
 from pathlib import Path
 
 from offline_gitd.durable import replace_text
+from offline_gitd.leaderboard.behaviour import BEHAVIOUR_DIR, CURVE_COLUMNS, curve_file_name
 
-BEHAVIOUR_DIR = "behaviour"
-CURVE_COLUMNS = ("env_step", "episodes", "mean_training_return", "epsilon", "q_mean", "window_seconds")
 # metrics.csv's column for each curve column (seed 0's: a behaviour agent has one seed).
 SOURCE_COLUMNS = {
     "env_step": "step",
@@ -37,7 +37,7 @@ DIGITS = {"mean_training_return": 4, "epsilon": 4, "q_mean": 3, "window_seconds"
 
 def curve_path(board: Path, dataset_id: str) -> Path:
     """``behaviour/ID.csv`` beside ``board``, the dataset id's slashes made dashes."""
-    return board.parent / BEHAVIOUR_DIR / f"{dataset_id.replace('/', '-')}.csv"
+    return board.parent / BEHAVIOUR_DIR / curve_file_name(dataset_id)
 
 
 def _cell(column: str, raw: str | None) -> str:
