@@ -1,6 +1,6 @@
 """The online replay: the shared :class:`~offline_gitd.data.replay.Replay` with a capacity.
 
-DQN's replay of capacity C samples only the C most recent transitions (Mnih et al. 2015; the
+DQN's replay of capacity C samples only the C most recent transitions (Mnih et al. 2015;
 the paper's tables' "replay 1,000,000" / "replay 10,000"). Here the store keeps growing and
 sampling is restricted to its newest ``capacity`` rows: for uniform sampling the draw range
 starts there, for prioritised sampling the rows that leave the window get priority 0. Frame
