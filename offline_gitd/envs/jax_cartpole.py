@@ -85,9 +85,10 @@ def fallen(physics: jax.Array) -> jax.Array:
 class CartPole:
     """``CartPole-v1`` with a ``max_episode_steps`` time limit (500, as registered).
 
-    Functional: ``reset(key) -> (state, obs)`` and ``step(state, action) -> (state, obs, reward,
-    terminated, truncated)``; both pure, so they jit, vmap and scan. Stepping an episode that has
-    ended is the caller's to avoid (the compiled loop resets at once), as with gymnasium.
+    Functional: ``reset(key) -> (state, obs)`` (``next_episode(state, key)`` the same) and
+    ``step(state, action) -> (state, obs, reward, terminated, truncated)``; all pure, so they jit,
+    vmap and scan. Stepping an episode that has ended is the caller's to avoid (the compiled loop
+    resets at once), as with gymnasium.
     """
 
     max_episode_steps: int = MAX_EPISODE_STEPS
@@ -98,6 +99,10 @@ class CartPole:
     def reset(self, key: jax.Array) -> tuple[CartPoleState, jax.Array]:
         physics = jax.random.uniform(key, (OBS_SIZE,), minval=-RESET_BOUND, maxval=RESET_BOUND)
         return CartPoleState(physics, jnp.zeros((), jnp.int32)), physics.astype(jnp.float32)
+
+    def next_episode(self, state: CartPoleState, key: jax.Array) -> tuple[CartPoleState, jax.Array]:
+        """The episode after ``state``'s: a plain reset (gymnasium's CartPole keeps nothing across one)."""
+        return self.reset(key)
 
     def step(
         self, state: CartPoleState, action: jax.Array

@@ -18,7 +18,10 @@ What is shared with the Python loop, so that the two train the same agent:
   one after every n-th step), none before the initial samples are in;
 * the replay stores ``discount = gamma * (1 - terminated)``: a truncated episode bootstraps, a
   terminated one does not; rewards are clipped for learning only where ``clip_rewards`` says;
-* each seed's network starts from ``family.init(PRNGKey(seed))``, as in the Python loop.
+* each seed's network starts from ``family.init(PRNGKey(seed))``, as in the Python loop;
+* observations are stored as the env gives them: float32 vectors (CartPole) or uint8 H x W x C
+  images fed to the image torso whole (MinAtar's boards, ``--torso minatar``), as the Python loop
+  stores them.
 
 What differs: the random streams (JAX keys, not numpy's per-seed generators and per-episode reset
 seeds), so runs agree in distribution, not step by step; the replay is a ring of the newest
@@ -44,31 +47,42 @@ import numpy as np
 
 from offline_gitd.batch import Batch
 from offline_gitd.envs.jax_cartpole import CartPole
+from offline_gitd.envs.jax_minatar_breakout import Breakout
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import choose_compiler_options
 from offline_gitd.learners.family import DiscreteFamily
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.env_info import obs_example
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.online.train import build_family, resolve_config
 from offline_gitd.rundir.metrics import PER_SAMPLE
 
 
 class JaxEnv(Protocol):
-    """A discrete-action env as pure functions (:class:`~offline_gitd.envs.jax_cartpole.CartPole`)."""
+    """A discrete-action env as pure functions (:class:`~offline_gitd.envs.jax_cartpole.CartPole`).
+
+    The observation's shape and dtype are those ``reset`` returns (the replay and the spaces check
+    read them there). ``next_episode(state, key)`` starts the episode after the one that ended in
+    ``state``: a gymnasium env is reset, not rebuilt, between episodes, and an env may keep
+    something across the reset (MinAtar's sticky actions keep the last action taken); an env that
+    keeps nothing returns ``reset(key)``.
+    """
 
     env_id: str
     num_actions: int
-    obs_size: int
 
     def reset(self, key: jax.Array) -> tuple[Any, jax.Array]: ...
+
+    def next_episode(self, state: Any, key: jax.Array) -> tuple[Any, jax.Array]: ...
 
     def step(self, state: Any, action: jax.Array) -> tuple[Any, jax.Array, jax.Array, jax.Array, jax.Array]: ...
 
 
 # The gymnasium ids with a JAX twin checked against gymnasium (tests/envs), from the run's horizon
-# (None: the id's own time limit).
+# (None: the id's own time limit; MinAtar has none, so the package's MinAtar cap, 10,000 steps).
 JAX_ENVS: dict[str, Callable[[int | None], JaxEnv]] = {
     "CartPole-v1": lambda horizon: CartPole(max_episode_steps=horizon) if horizon else CartPole(),
+    "MinAtar/Breakout-v1": lambda horizon: Breakout(max_episode_steps=horizon) if horizon else Breakout(),
 }
 
 
@@ -89,22 +103,26 @@ class Ring(NamedTuple):
     and the filled part is the first ``min(count, capacity)`` slots.
     """
 
-    obs: jax.Array  # [C, d] float32
+    obs: jax.Array  # [C, *obs_shape]: float32 vectors or uint8 images, as the env gives them
     action: jax.Array  # [C] int32
     reward: jax.Array  # [C] float32 (clipped if the run clips)
     discount: jax.Array  # [C] float32: gamma * (1 - terminated)
-    next_obs: jax.Array  # [C, d] float32
+    next_obs: jax.Array  # [C, *obs_shape], as obs
     count: jax.Array  # int32
 
 
-def ring_init(capacity: int, obs_size: int) -> Ring:
+def ring_init(capacity: int, obs_size: int | tuple[int, ...], dtype: Any = jnp.float32) -> Ring:
+    """An empty ring for observations of ``obs_size`` (a vector's length or an image's shape),
+    stored as ``dtype`` (uint8 images take a quarter of float32's memory: 100,000 MinAtar
+    transitions are 80 MB)."""
+    shape = (obs_size,) if isinstance(obs_size, int) else tuple(obs_size)
     zeros = jnp.zeros((capacity,), jnp.float32)
     return Ring(
-        jnp.zeros((capacity, obs_size), jnp.float32),
+        jnp.zeros((capacity, *shape), dtype),
         jnp.zeros((capacity,), jnp.int32),
         zeros,
         zeros,
-        jnp.zeros((capacity, obs_size), jnp.float32),
+        jnp.zeros((capacity, *shape), dtype),
         jnp.zeros((), jnp.int32),
     )
 
@@ -245,7 +263,7 @@ class CompiledDQN:
         reset_key, rng = jax.random.split(jax.random.fold_in(key, 1))
         env_state, obs = self.env.reset(reset_key)
         zero = jnp.zeros((), jnp.float32)
-        replay = ring_init(self.schedule.replay_size, self.env.obs_size)
+        replay = ring_init(self.schedule.replay_size, obs.shape, obs.dtype)
         return SeedCarry(self.family.init(key), env_state, obs, replay, rng, zero, jnp.zeros((), jnp.int32))
 
     def env_step(self, carry: SeedCarry, epsilon: jax.Array) -> tuple[SeedCarry, StepRecord]:
@@ -261,7 +279,7 @@ class CompiledDQN:
         replay = ring_add(carry.replay, carry.obs, action, learn_reward, discount, next_obs)
         episode_return, episode_length = carry.episode_return + reward, carry.episode_length + 1
         done = terminated | truncated
-        fresh_state, fresh_obs = self.env.reset(reset_key)
+        fresh_state, fresh_obs = self.env.next_episode(env_state, reset_key)
         env_state = jax.tree.map(lambda new, old: jnp.where(done, new, old), fresh_state, env_state)
         record = StepRecord(
             done,
@@ -346,7 +364,8 @@ def compiled_dqn(cfg: OnlineConfig) -> tuple[CompiledDQN, OnlineConfig]:
             raise ConfigError(
                 f"the compiled loop does not support --{name.replace('_', '-')} (1-step, uniform replay, fresh networks)"
             )
-    if (info.spaces.action_size, info.input_shape) != (env.num_actions, (env.obs_size,)):
+    obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0))[1]
+    if (info.spaces.action_size, info.input_shape, obs_example(info).dtype) != (env.num_actions, obs.shape, obs.dtype):
         raise ConfigError(f"{cfg.env}: the JAX env's spaces differ from gymnasium's")  # pragma: no cover
     return CompiledDQN(build_family(cfg, info), env, schedule_from_config(cfg)), cfg
 

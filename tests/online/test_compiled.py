@@ -184,3 +184,36 @@ def test_it_learns_cartpole(tmp_path: Any) -> None:
     for seed in (0, 1):
         last = [row["return"] for row in rows if row["seed"] == seed][-10:]
         assert np.mean(last) > 100, (seed, last)
+
+
+def test_it_runs_minatar_breakout_on_its_boards(tmp_path: Any) -> None:
+    """MinAtar/Breakout-v1 in the compiled loop with the minatar torso: uint8 10x10x4 boards in the
+    carry and the replay (not flattened, not float), 2,000 steps of two seeds the same when run
+    twice, updates after the 1,000 random ones, and the episodes reported back to back, each at
+    least the 6 steps the ball needs to reach the paddle row, each new one from a start board."""
+    loop = make_loop(
+        tmp_path, env="MinAtar/Breakout-v1", replay_size=2_000, initial_samples=1_000, batch_size=8, mlp_hidden="32"
+    )
+    assert loop.env.max_episode_steps == 10_000  # the minatar domain's horizon
+    seeds = [0, 1]
+    carry, records = run(loop, seeds, steps=2_000, chunk=1_000)
+    again = run(loop, seeds, steps=2_000, chunk=1_000)
+    for a, b in zip(jax.tree.leaves((carry, records)), jax.tree.leaves(again)):
+        np.testing.assert_array_equal(a, b)
+    assert carry.obs.shape == (2, 10, 10, 4) and carry.obs.dtype == jnp.uint8
+    ring = jax.tree.map(np.asarray, carry.replay)
+    assert ring.obs.shape == ring.next_obs.shape == (2, 2_000, 10, 10, 4) and ring.obs.dtype == np.uint8
+    assert records.done.shape == (2, 2_000)
+    np.testing.assert_array_equal(records.updates.sum(axis=1), [1_000, 1_000])
+    assert np.isfinite(records.metrics["loss"]).all()
+    rows = finished_episodes(records, seeds, 0, [0, 0])
+    for i, seed in enumerate(seeds):
+        mine = [row for row in rows if row["seed"] == seed]
+        assert len(mine) > 50
+        assert [row["step"] for row in mine] == np.cumsum([row["length"] for row in mine]).tolist()
+        assert min(row["length"] for row in mine) >= 6
+        assert all(row["return"] == int(row["return"]) >= 0 for row in mine)
+        starts = ring.obs[i, 1:][records.done[i, :-1]]  # the board after each ended episode
+        assert starts[:, 1:4, :, 3].all() and starts[:, 3, :, 1].sum(axis=1).tolist() == [1] * len(starts)
+        continuing = ~records.done[i, :-1]
+        np.testing.assert_array_equal(ring.obs[i, 1:][continuing], ring.next_obs[i, :-1][continuing])
