@@ -1,11 +1,11 @@
-"""The compiled DQN loop against the Python loop on CartPole-v1 (docs/benchmarks.md#the-compiled-loop).
+"""The compiled DQN loop against the Python loop on the envs it has (docs/benchmarks.md#the-compiled-loop).
 
 Run by hand (speed is never asserted by a test):
 
-    .venv/bin/python benchmarks/compiled_loop.py                     # td and gitd, 1 and 5 seeds
+    .venv/bin/python benchmarks/compiled_loop.py                     # CartPole and Breakout, td and gitd, 1 and 5 seeds
     .venv/bin/python benchmarks/compiled_loop.py --critics td --seeds 1 --steps 2000   # a quick look
 
-For each critic and number of seeds, at one update per env step and the env's defaults otherwise,
+For each env (``--envs``: CartPole-v1 and MinAtar/Breakout-v1 by default), critic and number of seeds, at one update per env step and the env's defaults otherwise,
 it times, in env steps per second of each seed (all seeds step in lockstep):
 
 (a) the Python loop as users run it: ``offline_gitd online dqn`` in a process of its own, read
@@ -39,8 +39,6 @@ from offline_gitd.online.config import OnlineConfig
 sys.path.insert(0, str(Path(__file__).parent))
 from online_loop import ROOT, cli_window, fill, make_run, update_floor  # noqa: E402 - the Python loop's timings
 
-ENV = "CartPole-v1"
-
 
 def compiled_rates(loop: CompiledDQN, seeds: int, window: int, rounds: int) -> list[float]:
     """(c): env steps/s of each of ``rounds`` windows of ``window`` steps, one call each, after a
@@ -57,8 +55,35 @@ def compiled_rates(loop: CompiledDQN, seeds: int, window: int, rounds: int) -> l
     return rates
 
 
+def measure(env: str, critic: str, seeds: int, steps: int, rounds: int) -> tuple[float, float, float]:
+    """(a), (b) and (c) of one env, critic and number of seeds, each the median of ``rounds``
+    interleaved rounds, in env steps/s per seed."""
+    initial = min(1_000, steps // 2)  # as (a) runs it
+    with tempfile.TemporaryDirectory(prefix="compiled-loop-") as tmp:
+        cfg = OnlineConfig(
+            algo="dqn",
+            env=env,
+            critic=critic,
+            seeds=f"0-{seeds - 1}" if seeds > 1 else "0",
+            initial_samples=initial,
+            utd=1.0,
+            out=f"{tmp}/compiled",
+        )
+        loop, _ = compiled_dqn(cfg)
+        python_run = make_run(env, critic, seeds, Path(tmp) / "python")
+        fill(python_run)
+        python, floor, compiled = [], [], []
+        for _ in range(rounds):
+            python.append(cli_window(ROOT, env, critic, seeds, steps))
+            floor.append(1 / update_floor(python_run, steps))
+            compiled.append(statistics.median(compiled_rates(loop, seeds, steps, 1)))
+    a, b, c = (statistics.median(x) for x in (python, floor, compiled))
+    return a, b, c
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", default="CartPole-v1,MinAtar/Breakout-v1", help="ids the compiled loop has")
     parser.add_argument("--critics", default="td,gitd")
     parser.add_argument("--seeds", default="1,5")
     parser.add_argument("--steps", type=int, default=10_000, help="env steps per timed window (and per call)")
@@ -66,32 +91,17 @@ def main() -> None:
     args = parser.parse_args()
     print(f"jax {jax.__version__}, {jax.default_backend()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     print(
-        f"{'critic':6} {'seeds':>5} | {'(a) python':>12} {'(b) floor':>12} {'(c) compiled':>12} | "
+        f"{'env':20} {'critic':6} {'seeds':>5} | {'(a) python':>12} {'(b) floor':>12} {'(c) compiled':>12} | "
         f"{'(c)/(a)':>7} {'(c)/(b)':>7}   (env steps/s per seed)"
     )
-    initial = min(1_000, args.steps // 2)  # as (a) runs it
-    for critic in args.critics.split(","):
-        for seeds in (int(s) for s in args.seeds.split(",")):
-            with tempfile.TemporaryDirectory(prefix="compiled-loop-") as tmp:
-                cfg = OnlineConfig(
-                    algo="dqn",
-                    env=ENV,
-                    critic=critic,
-                    seeds=f"0-{seeds - 1}" if seeds > 1 else "0",
-                    initial_samples=initial,
-                    utd=1.0,
-                    out=f"{tmp}/compiled",
+    for env in args.envs.split(","):
+        for critic in args.critics.split(","):
+            for seeds in (int(s) for s in args.seeds.split(",")):
+                a, b, c = measure(env, critic, seeds, args.steps, args.rounds)
+                print(
+                    f"{env:20} {critic:6} {seeds:>5} | {a:>12.0f} {b:>12.0f} {c:>12.0f} | {c / a:>7.2f} {c / b:>7.2f}",
+                    flush=True,
                 )
-                loop, _ = compiled_dqn(cfg)
-                python_run = make_run(ENV, critic, seeds, Path(tmp) / "python")
-                fill(python_run)
-                python, floor, compiled = [], [], []
-                for _ in range(args.rounds):
-                    python.append(cli_window(ROOT, ENV, critic, seeds, args.steps))
-                    floor.append(1 / update_floor(python_run, args.steps))
-                    compiled.append(statistics.median(compiled_rates(loop, seeds, args.steps, 1)))
-            a, b, c = (statistics.median(x) for x in (python, floor, compiled))
-            print(f"{critic:6} {seeds:>5} | {a:>12.0f} {b:>12.0f} {c:>12.0f} | {c / a:>7.2f} {c / b:>7.2f}", flush=True)
     print(f"load {os.getloadavg()[0]:.2f}")
 
 
