@@ -330,8 +330,10 @@ class OnlineRun:
     def _log(self, step: int, elapsed: float) -> list[dict[str, Any]]:
         cfg, window = self.cfg, self.window
         episodes = window.get("episodes", [])
+        # The exploration rate the window's last env step acted with (_actions: step ``step`` acts
+        # with ``epsilon_at(step - 1, ...)``), not the next step's.
         epsilon = (
-            epsilon_at(step, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+            epsilon_at(step - 1, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
             if cfg.algo == "dqn"
             else None
         )

@@ -158,6 +158,11 @@ def test_dqn_smoke_on_cartpole(tmp_path):
     rows = read_rows(run_dir / "metrics.csv")
     assert {int(r["updates"]) for r in rows if r["step"] == "200"} == {100}
     assert {r["epsilon"] for r in rows if r["step"] == "50"} == {"1.0"}
+    # the rate step 200 acted with (epsilon_at(199, ...)), not the next step's
+    cfg = resolve_config(tiny(tmp_path / "run", steps=200))[0]
+    acted = epsilon_at(199, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+    assert acted != epsilon_at(200, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+    assert {float(r["epsilon"]) for r in rows if r["step"] == "200"} == {acted}
     results = read_rows(run_dir / "results.csv")
     assert {(r["suite"], r["env"], r["algorithm"], r["critic"], r["K"]) for r in results} == {
         ("gym", "CartPole-v1", "dqn", "gitd", "3")
