@@ -1,4 +1,4 @@
-"""The names a user chooses among: head layouts, torsos, update drivers, frame placements.
+"""The names a user chooses among: head layouts, torsos, update drivers, online loops, frame placements.
 
 Plain data on the ground floor, so that building the command line (and ``--help``) imports no JAX:
 the modules that implement each choice import its names from here. Critics and offline algorithms,
@@ -23,6 +23,11 @@ DRIVERS = ("auto", "scan", "loop")
 SEED_STRATEGIES = ("auto", "vmap", "per-seed")
 # Where the offline loop gathers Atari frames for a batch.
 FRAME_PLACEMENTS = ("auto", "device", "host")
+# Which loop steps an online DQN run: the Python loop (gymnasium envs on the host, any env) or one
+# compiled program per logging window (offline_gitd.online.compiled), for the envs written in JAX:
+# the gymnasium ids of JAX_ENV_IDS, each with a twin in offline_gitd.online.compiled.JAX_ENVS.
+LOOPS = ("python", "compiled")
+JAX_ENV_IDS = ("CartPole-v1", "MinAtar/Breakout-v1")
 # The critic column of an algorithm that trains none (behaviour cloning). The offline algorithms,
 # which third-party packages can add, are offline_gitd.algorithm_registry's records.
 NO_CRITIC = "none"

@@ -146,8 +146,13 @@ class Run:
             unit = "epoch" if self.kind == "offline" else "env step"
             raise UsageError(f"no checkpoint at {unit} {epoch} in {self.path} (saved: {', '.join(map(str, saved))})")
         family, make_env, flatten, epsilon = self._family_and_env()
-        like = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.asarray(self.seeds)))
-        state = Checkpoints(self.path).restore(epoch, like)
+        if self.kind == "online" and self.config.loop == "compiled":  # its checkpoint is the loop's whole carry
+            from offline_gitd.online.compiled_run import restore_learner
+
+            state = restore_learner(self.path, epoch, self.config, family)
+        else:
+            like = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.asarray(self.seeds)))
+            state = Checkpoints(self.path).restore(epoch, like)
         return Agent(family, state, tuple(self.seeds), epoch, make_env, flatten, epsilon)
 
     def _family_and_env(self) -> tuple[Any, Callable[..., Any], bool, float]:

@@ -17,6 +17,7 @@ DQN_EXAMPLES = """\
   offline_gitd online dqn --env Pong --critic gitd --K 5 --steps 10000000 --seeds 0-2 --out runs/pong-gidqn
   offline_gitd online dqn --env atari:Breakout --critic td --preset strong --utd 4 --out runs/breakout-strong
   offline_gitd online dqn --env CartPole-v1 --critic gitd --steps 50000 --seeds 0-4 --out runs/cartpole
+  offline_gitd online dqn --env CartPole-v1 --loop compiled --steps 50000 --seeds 0-4 --out runs/cartpole-compiled
   offline_gitd online dqn --out runs/cartpole --resume --steps 100000   (continue exactly where it stopped)
   offline_gitd online dqn --env CartPole-v1 --init-from runs/cp-gitd --with-dataset --initial-samples 0 --out runs/ft
 """
@@ -26,9 +27,10 @@ SAC_EXAMPLES = """\
   offline_gitd online sac --out runs/hc-gisac --resume --steps 2000000   (continue exactly where it stopped)
 """
 EXAMPLES = "examples:\n" + DQN_EXAMPLES + SAC_EXAMPLES
-# Flags that only mean something for DQN (epsilon-greedy exploration, the strong DQN preset): left
-# out of `online sac --help`, and refused there with a reason.
-DQN_ONLY = ("epsilon_start", "epsilon_end", "epsilon_steps", "preset")
+# Flags that only mean something for DQN (epsilon-greedy exploration, the strong DQN preset, the
+# compiled loop): left out of `online sac --help`, and refused there with a reason.
+EXPLORATION = ("epsilon_start", "epsilon_end", "epsilon_steps")
+DQN_ONLY = (*EXPLORATION, "preset", "loop")
 # The keys of `collect --config FILE` (a sweep's [[collect]] tables use the same names), from the
 # fields of CollectRequest, which also make collect's flags.
 COLLECT_KEYS = collect_file_keys()
@@ -136,12 +138,16 @@ def _online(args: argparse.Namespace) -> int:
     from offline_gitd.output_paths import require_dir_target
 
     given = given_fields(OnlineConfig, args)
-    exploration = [name for name in DQN_ONLY if name in given and name != "preset"]
+    exploration = [name for name in EXPLORATION if name in given]
     if args.algo == "sac" and exploration:
         flag = "--" + exploration[0].replace("_", "-")
         raise ConfigError(f"{flag} sets DQN's epsilon-greedy exploration; online sac explores with its policy")
     if args.config:  # a run's config.json records every field, exploration included: not refused
         given = {**_fields_from_file(args.config, args.algo, args.resume), **given}
+    if given.get("loop") == "compiled" and not args.resume:
+        from offline_gitd.online.config import check_compiled_loop
+
+        check_compiled_loop(OnlineConfig(**given))  # before --init-from opens the offline run
     if given.get("init_from") and not args.resume:
         from offline_gitd.online.origin import inherit_network
 

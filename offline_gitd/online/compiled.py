@@ -6,6 +6,8 @@ step is at least one round trip into compiled code. When the env itself is JAX
 replay write, the batch draw and the updates) can be one ``lax.scan`` body, and ``chunk`` env steps
 one call: the host is touched once per chunk, not once per step (Lu et al. 2022, "Discovered
 Policy Optimisation", whose PureJaxRL showed the speed-up on accelerators).
+``offline_gitd online dqn --loop compiled`` runs it in an online run directory, one call per
+logging window (:mod:`offline_gitd.online.compiled_run`).
 
 What is shared with the Python loop, so that the two train the same agent:
 
@@ -46,13 +48,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.batch import Batch
+from offline_gitd.choices import JAX_ENV_IDS
 from offline_gitd.envs.jax_cartpole import CartPole
 from offline_gitd.envs.jax_minatar_breakout import Breakout
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import choose_compiler_options
 from offline_gitd.learners.family import DiscreteFamily
-from offline_gitd.online.config import OnlineConfig
-from offline_gitd.online.env_info import obs_example
+from offline_gitd.online.config import OnlineConfig, check_compiled_loop
+from offline_gitd.online.env_info import EnvInfo, obs_example
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
 from offline_gitd.online.train import build_family, resolve_config
 from offline_gitd.rundir.metrics import PER_SAMPLE
@@ -80,6 +83,8 @@ class JaxEnv(Protocol):
 
 # The gymnasium ids with a JAX twin checked against gymnasium (tests/envs), from the run's horizon
 # (None: the id's own time limit; MinAtar has none, so the package's MinAtar cap, 10,000 steps).
+# Their names are offline_gitd.choices.JAX_ENV_IDS, which the command line refuses other envs by
+# before importing JAX.
 JAX_ENVS: dict[str, Callable[[int | None], JaxEnv]] = {
     "CartPole-v1": lambda horizon: CartPole(max_episode_steps=horizon) if horizon else CartPole(),
     "MinAtar/Breakout-v1": lambda horizon: Breakout(max_episode_steps=horizon) if horizon else Breakout(),
@@ -89,7 +94,7 @@ JAX_ENVS: dict[str, Callable[[int | None], JaxEnv]] = {
 def jax_env(env_id: str, horizon: int | None = None) -> JaxEnv:
     """The JAX twin of ``env_id``; a :class:`ConfigError` naming the supported ids otherwise."""
     if env_id not in JAX_ENVS:
-        raise ConfigError(f"the compiled loop needs an env written in JAX: {', '.join(JAX_ENVS)}; got {env_id!r}")
+        raise ConfigError(f"the compiled loop needs an env written in JAX: {', '.join(JAX_ENV_IDS)}; got {env_id!r}")
     return JAX_ENVS[env_id](horizon)
 
 
@@ -237,7 +242,9 @@ class StepRecord(NamedTuple):
     episode_return: jax.Array  # float32: the ended episode's return, 0 where none ended
     episode_length: jax.Array  # int32: its length, 0 where none ended
     updates: jax.Array  # int32: updates run after this step
-    metrics: dict[str, jax.Array]  # each metric summed over this step's updates (0 without one)
+    # each metric of each of the step's ``updates_per_update_step`` updates ([n, ...]; zeros on a
+    # step without updates), so the host averages a window over updates as the Python loop does
+    metrics: dict[str, jax.Array]
 
 
 def update_metrics(aux: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -301,7 +308,7 @@ class CompiledDQN:
 
     def updates(self, carry: SeedCarry) -> tuple[SeedCarry, dict[str, jax.Array]]:
         """``updates_per_update_step`` updates of ``family.step``, each on a fresh uniform batch;
-        the metrics summed over them."""
+        the metrics of each, stacked."""
         rng, key = jax.random.split(carry.rng)
 
         def one(learner: Any, key: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
@@ -310,7 +317,7 @@ class CompiledDQN:
 
         keys = jax.random.split(key, self.schedule.updates_per_update_step)
         learner, metrics = jax.lax.scan(one, carry.learner, keys)
-        return carry._replace(learner=learner, rng=rng), jax.tree.map(lambda m: m.sum(0), metrics)
+        return carry._replace(learner=learner, rng=rng), metrics
 
     def seed_chunk(self, carry: SeedCarry, epsilons: jax.Array, update: jax.Array) -> tuple[SeedCarry, StepRecord]:
         """One seed's ``len(epsilons)`` env steps in one scan: each step, then its updates where
@@ -352,22 +359,26 @@ class CompiledDQN:
 
 def compiled_dqn(cfg: OnlineConfig) -> tuple[CompiledDQN, OnlineConfig]:
     """The compiled loop of ``online dqn`` with ``cfg``, resolved and its family built as
-    ``offline_gitd online dqn`` builds them; refuses what the compiled loop does not do."""
-    if cfg.algo != "dqn":
-        raise ConfigError(f"the compiled loop runs online dqn, not {cfg.algo}")
-    jax_env(cfg.env)  # an env without a JAX twin is refused before gymnasium builds it
+    ``offline_gitd online dqn`` builds them; refuses what the compiled loop does not do (before
+    gymnasium builds the env)."""
+    check_compiled_loop(cfg)
     cfg, info = resolve_config(cfg)
+    return compiled_loop(cfg, build_family(cfg, info), info), cfg
+
+
+def compiled_loop(cfg: OnlineConfig, family: DiscreteFamily, info: EnvInfo | None = None) -> CompiledDQN:
+    """The compiled loop of a resolved ``cfg`` with learner ``family``; where gymnasium's env
+    ``info`` is given, the JAX env's spaces are checked against it."""
+    check_compiled_loop(cfg)
     env = jax_env(cfg.env, cfg.horizon)
-    refused = {"per": cfg.per, "n_step": cfg.n_step != 1, "init_from": cfg.init_from is not None}
-    for name, bad in refused.items():
-        if bad:
-            raise ConfigError(
-                f"the compiled loop does not support --{name.replace('_', '-')} (1-step, uniform replay, fresh networks)"
-            )
     obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0))[1]
-    if (info.spaces.action_size, info.input_shape, obs_example(info).dtype) != (env.num_actions, obs.shape, obs.dtype):
+    if info is not None and (info.spaces.action_size, info.input_shape, obs_example(info).dtype) != (
+        env.num_actions,
+        obs.shape,
+        obs.dtype,
+    ):
         raise ConfigError(f"{cfg.env}: the JAX env's spaces differ from gymnasium's")  # pragma: no cover
-    return CompiledDQN(build_family(cfg, info), env, schedule_from_config(cfg)), cfg
+    return CompiledDQN(family, env, schedule_from_config(cfg))
 
 
 def finished_episodes(

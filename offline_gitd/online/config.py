@@ -14,6 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from offline_gitd.choices import JAX_ENV_IDS, LOOPS
 from offline_gitd.config.base import RunConfig
 from offline_gitd.config.fields import base_type, check_range, option, parse_ratio
 from offline_gitd.config.paper import GYM_ENV_DEFAULTS, ONLINE_DEFAULTS, STRONG_PRESET
@@ -66,8 +67,30 @@ class OnlineConfig(RunConfig):
         unset="each seed its own",
     )
     with_dataset: bool = option(False, "with --init-from: fill each seed's replay with the offline run's dataset first")
+    loop: str = option(
+        "python",
+        "python: gymnasium envs stepped on the host (every env); compiled: env, acting, replay and updates as "
+        f"one compiled program per --log-every window, for envs written in JAX ({', '.join(JAX_ENV_IDS)}), online "
+        "dqn only, without --per, --n-step, --init-from or --preset strong. Same method and distribution of "
+        "returns, other random streams: not the same episodes as python's for a seed",
+        choices=LOOPS,
+    )
 
     NOT_HASHED: ClassVar[tuple[str, ...]] = (*RunConfig.NOT_HASHED, "steps", "log_every", "checkpoint_every")
+
+    def hash_identity(self) -> dict[str, Any]:
+        """The hashed fields; ``loop`` only where it is not ``python``.
+
+        A loop changes the speed and the random streams, not what is learned, yet a run's hash with
+        its seed and step names one result: the board refuses a second row with the same setting,
+        seed, step and hash, and a sweep counts a run done once its hash's rows are on its board
+        (docs/sweeps.md). The compiled loop's seed 0 is another run than the Python loop's seed 0
+        (other random streams, the same initial network), so a compiled run hashes apart; a Python
+        run leaves the field out and hashes as it did before the field existed."""
+        identity = super().hash_identity()
+        if identity.get("loop") == "python":
+            del identity["loop"]
+        return identity
 
     def resolve(self, domain: str) -> OnlineConfig:
         """Fill the defaults of ``domain`` (atari | minatar | gym | continuous) and the preset; validate."""
@@ -108,6 +131,8 @@ class OnlineConfig(RunConfig):
                     raise ConfigError(f"{flag} says how to start from an offline run: it needs --init-from RUN_DIR")
         for name, flag in (("init_epoch", "--epoch"), ("init_seed", "--seed")):
             check_range(flag, getattr(self, name), 0)
+        if self.loop == "compiled":
+            check_compiled_loop(self)
         if self.log_every and self.checkpoint_every and self.checkpoint_every % self.log_every:
             raise ConfigError(
                 f"--checkpoint-every ({self.checkpoint_every}) must be a multiple of --log-every ({self.log_every})"
@@ -115,10 +140,37 @@ class OnlineConfig(RunConfig):
 
     def method_config(self, domain: str) -> str:
         """What sets this run's method apart from the env's defaults (paths, seeds, the driver,
-        the run's length and its logging are not the method)."""
+        the run's length and its logging are not the method). ``loop=compiled`` is shown: until the
+        two loops' learning curves are shown to agree, the board keeps them on lines of their own
+        rather than pool runs that share their initial networks seed by seed; a Python run shows
+        nothing for its loop, as before the field existed."""
         blank = OnlineConfig(algo=self.algo, env=self.env, out=self.out or "-", critic=self.critic, K=self.K)
         ignored = ("env", "out", "seeds", "driver", "steps", "log_every", "checkpoint_every")
         return self.describe_method(blank, domain, ignored)
+
+
+def check_compiled_loop(cfg: OnlineConfig) -> None:
+    """Refuse, in one line, what the compiled loop (:mod:`offline_gitd.online.compiled`) does not
+    do: it runs online DQN on an env written in JAX with 1-step returns, uniform replay and fresh
+    networks. Plain data only, so that ``--loop compiled`` is refused before JAX is imported and
+    before a run directory exists."""
+    if cfg.algo != "dqn":
+        raise ConfigError(f"--loop compiled runs online dqn only, not online {cfg.algo}")
+    if cfg.env not in JAX_ENV_IDS:
+        raise ConfigError(
+            f"--loop compiled needs an env written in JAX ({', '.join(JAX_ENV_IDS)}); got {cfg.env!r}: "
+            "run it with --loop python"
+        )
+    for flag, given in (
+        ("--per", cfg.per),
+        ("--n-step", cfg.n_step != 1),
+        ("--init-from", cfg.init_from is not None),
+        ("--preset strong", cfg.preset == "strong"),
+    ):
+        if given:
+            raise ConfigError(
+                f"--loop compiled does not support {flag} (it runs 1-step returns, uniform replay, fresh networks)"
+            )
 
 
 # ----------------------------------------------------------------------------- collect

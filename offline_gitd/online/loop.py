@@ -20,7 +20,6 @@ exploration keys are ``fold_in(PRNGKey(seed), env_step)``, a function of the ste
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,29 +39,30 @@ from offline_gitd.learners.drivers import (
 )
 from offline_gitd.learners.family import Family
 from offline_gitd.online.config import OnlineConfig
-from offline_gitd.online.env_info import EnvInfo, make_online_env, obs_example
+from offline_gitd.online.env_info import EnvInfo, make_online_env
 from offline_gitd.online.host_state import (
     LEGACY_SUFFIX,
-    SUFFIX,
     SeedSlot,
     host_state_path,
     new_slot,
     read_host_state,
     read_legacy_host_state,
+    save_checkpoint,
     write_host_state,
 )
 from offline_gitd.online.init_from import Origin, seed_replay
-from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
-from offline_gitd.progress import Progress
+from offline_gitd.online.schedules import updates_after_step, utd_fraction
+from offline_gitd.online.windows import (
+    EPISODE_COLUMNS,
+    EPISODES_FILE,
+    Console,
+    acting_epsilon,
+    log_window,
+    metric_columns,
+)
 from offline_gitd.rundir.flags import RunFlags
 from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
 from offline_gitd.rundir.metrics import MetricWindow
-from offline_gitd.rundir.seals import deferred_interrupt
-
-EPISODES_FILE = "episodes.csv"
-EPISODE_COLUMNS = ("step", "seed", "episode", "return", "length")
-# The final summary's mean return is over the last this-many episodes of every seed.
-SUMMARY_EPISODES = 10
 
 
 def episode_seed(seed: int, episode: int) -> int:
@@ -155,28 +155,13 @@ class OnlineRun:
             else None
         )
         self.next_actions: np.ndarray | None = None  # the policy's choice for the next env step, if made
-        self.metric_columns = self._metric_columns(family, info)
+        self.metric_columns = metric_columns(family, info)
         self.run = run
         self.provenance = run.open()
         self.slots: list[SeedSlot] = []
         self.updates = 0
         self.window: dict[str, Any] = {}  # the finished episodes of the logging window
         self.metrics = MetricWindow(per_sample_means=True)  # td_abs -> td_abs_mean (rundir/metrics.py)
-
-    @staticmethod
-    def _metric_columns(family: Family, info: EnvInfo) -> list[str]:
-        """The step's metric columns, known before the first update (from its abstract output),
-        so that metrics.csv has them from its first row on."""
-        obs = obs_example(info)
-        action = (
-            np.zeros((1, info.spaces.action_size), np.float32)
-            if info.spaces.action_kind == "continuous"
-            else np.zeros(1, np.int32)
-        )
-        ones = np.ones(1, np.float32)
-        batch = Batch(obs, action, ones, ones, obs, ones)
-        state = jax.eval_shape(family.init, jax.random.PRNGKey(0))
-        return MetricWindow(per_sample_means=True).columns(jax.eval_shape(family.step, state, batch)[1])
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -212,19 +197,14 @@ class OnlineRun:
         return read_host_state(path, self.cfg, self.info)
 
     def save(self, step: int) -> None:
-        """Host state (sealed: verified on write), then orbax (sealed by its digest), then the host
-        states older than the previous checkpoint's: a crash or Ctrl-C anywhere leaves the newest
-        pair or the one before it intact, and resume falls back to that one if needed."""
-        path = host_state_path(self.run_dir, step)
-        path.parent.mkdir(exist_ok=True)
-        with deferred_interrupt():
-            write_host_state(path, self.updates, self.slots, self.info, self.next_actions)
-            self.run.save(step, self.state)
-            saved = [p for suffix in (SUFFIX, LEGACY_SUFFIX) for p in path.parent.glob(f"*{suffix}")]
-            kept = sorted({int(p.stem) for p in saved if p.stem.isdigit()}, reverse=True)[:2]
-            for old in saved:
-                if not old.stem.isdigit() or int(old.stem) not in kept:
-                    old.unlink()
+        """The training state and every slot (:func:`~offline_gitd.online.host_state.save_checkpoint`)."""
+        save_checkpoint(
+            self.run,
+            self.run_dir,
+            step,
+            self.state,
+            lambda path: write_host_state(path, self.updates, self.slots, self.info, self.next_actions),
+        )
 
     # -- one env step --------------------------------------------------------------------------
 
@@ -245,7 +225,7 @@ class OnlineRun:
             chosen = np.asarray(self.policy(self.state, np.stack([slot.obs for slot in self.slots]), step))
         if cfg.algo == "sac":
             return [a.astype(np.float32) for a in chosen]
-        epsilon = epsilon_at(step - 1, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+        epsilon = acting_epsilon(cfg, step)
         return [
             int(slot.rng.integers(self.info.spaces.action_size)) if slot.rng.random() < epsilon else int(a)
             for slot, a in zip(self.slots, chosen)
@@ -328,96 +308,50 @@ class OnlineRun:
     # -- logging -------------------------------------------------------------------------------
 
     def _log(self, step: int, elapsed: float) -> list[dict[str, Any]]:
-        cfg, window = self.cfg, self.window
-        episodes = window.get("episodes", [])
-        epsilon = (
-            epsilon_at(step, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
-            if cfg.algo == "dqn"
-            else None
+        """Write the window ending at ``step`` (:func:`~offline_gitd.online.windows.log_window`)
+        and start the next one."""
+        rows, results = log_window(
+            self.run,
+            self.cfg,
+            step,
+            [slot.seed for slot in self.slots],
+            self.window.get("episodes", []),
+            [slot.last_result for slot in self.slots],
+            self.updates,
+            self.metric_columns,
+            self.metrics,
+            elapsed,
         )
-        metric_rows, result_rows = [], []
-        for i, slot in enumerate(self.slots):
-            returns = [e["return"] for e in episodes if e["seed"] == slot.seed]
-            if returns:
-                slot.last_result = float(np.mean(returns))
-            row: dict[str, Any] = {
-                "step": step,
-                "seed": slot.seed,
-                "updates": self.updates,
-                "episodes": len(returns),
-                "episode_return": float(np.mean(returns)) if returns else float("nan"),
-                "episode_return_std": float(np.std(returns)) if returns else float("nan"),
-            }
-            if epsilon is not None:
-                row["epsilon"] = epsilon
-            row.update(dict.fromkeys(self.metric_columns, float("nan")))
-            row.update(self.metrics.means(i))
-            row["window_seconds"] = round(elapsed, 3)
-            metric_rows.append(row)
-            if slot.last_result is not None:
-                result_rows.append(
-                    self.run.result_row(cfg.algo, cfg.critic, cfg.K, cfg.beta, slot.seed, step, slot.last_result)
-                )
-        self.run.write(metric_rows, result_rows, episodes=episodes)
+        for slot, value in zip(self.slots, results):
+            slot.last_result = value
         self.window, self.metrics = {}, MetricWindow(per_sample_means=True)
-        return metric_rows
+        return rows
 
     def train(self) -> None:
         cfg = self.cfg
         start = self.start()
         self.run.start_logs(start, self.seeds)
-        bar = Progress(cfg.steps, f"{cfg.algo} {self.info.name}", initial=start, enabled=self.progress)
-        recent = {seed: deque(maxlen=SUMMARY_EPISODES) for seed in self.seeds}
-        run_started = started = time.perf_counter()
+        console = Console(cfg, self.info.name, start, self.progress)
+        started = time.perf_counter()
         for step in range(start + 1, cfg.steps + 1):
             self._env_step(step)
             count = updates_after_step(step, self.utd, cfg.initial_samples)
             if count:
                 self._update(count, step)
-            bar.update(1)
+            console.advance(1)
             checkpoint = step % cfg.checkpoint_every == 0 or step == cfg.steps
             if step % cfg.log_every == 0 or checkpoint:
                 episodes = self.window.get("episodes", [])
-                for episode in episodes:
-                    recent[episode["seed"]].append(episode["return"])
                 elapsed = time.perf_counter() - started
                 rows = self._log(step, elapsed)
                 started = time.perf_counter()
-                returns = [r["episode_return"] for r in rows if np.isfinite(r["episode_return"])]
-                if returns:
-                    bar.set_postfix(ret=f"{np.mean(returns):.4g}", updates=self.updates)
-                bar.write(_window_line(step, cfg.steps, episodes, self.updates, elapsed))
+                console.window(step, episodes, rows, self.updates, elapsed)
             if checkpoint:
                 self.save(step)
-        bar.close()
-        self.run.close()
-        bar.write(
-            _summary_line(
-                cfg,
-                self.info.name,
-                start,
-                [r for returns in recent.values() for r in returns],
-                time.perf_counter() - run_started,
-            )
-        )
+        console.close(self.run)
         if self.owns_envs:
             for slot in self.slots:
                 slot.env.close()
-
-
-def _window_line(step: int, steps: int, episodes: list[dict[str, Any]], updates: int, seconds: float) -> str:
-    """One line per logging window: what a log reader needs to follow a run without the CSVs."""
-    returns = [e["return"] for e in episodes]
-    ret = f"return {np.mean(returns):.2f} over {len(returns)} episode(s)" if returns else "no episode finished"
-    return f"step {step}/{steps}: {ret}, {updates} updates, {seconds:.1f}s"
-
-
-def _summary_line(cfg: OnlineConfig, env_name: str, start: int, recent: list[float], seconds: float) -> str:
-    """The run's last line: steps done, mean return of the last episodes, wall time."""
-    ret = (
-        f"mean return {np.mean(recent):.2f} over the last {len(recent)} episode(s)" if recent else "no episode finished"
-    )
-    return f"{cfg.algo} {env_name}: {cfg.steps - start} env steps ({cfg.steps} total), {ret}, {seconds:.1f}s wall time"
 
 
 def run_online(

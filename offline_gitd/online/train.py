@@ -76,7 +76,9 @@ def train(
     the run directory is locked for this process alone until the run ends (docs/locks.md).
     ``trust_pickles``: a resume may read the pickled host states of older versions (they can run
     code when read: docs/bounds.md#run-directories-are-data). With ``cfg.init_from`` a new run starts
-    from that offline run's checkpoint (:mod:`offline_gitd.online.init_from`)."""
+    from that offline run's checkpoint (:mod:`offline_gitd.online.init_from`). ``cfg.loop``
+    picks the loop: the Python one (:mod:`offline_gitd.online.loop`) or the compiled one
+    (:mod:`offline_gitd.online.compiled_run`), in the same run directory."""
     from offline_gitd.online.loop import run_online
     from offline_gitd.rundir.files import absolute, check_run_dir
     from offline_gitd.rundir.lock import hold_run_dir
@@ -98,6 +100,12 @@ def train(
             origin = load_origin(cfg, info, family)
         else:
             family = build_family(cfg, info)
+        if cfg.loop == "compiled":
+            if wrap_env is not None:
+                raise ConfigError("the compiled loop steps its own JAX env: there is no gymnasium env to wrap")
+            from offline_gitd.online.compiled_run import run_compiled
+
+            return run_compiled(cfg, info, family, flags)
         return run_online(cfg, info, family, flags, wrap_env=wrap_env, trust_pickles=trust_pickles, origin=origin)
 
 

@@ -140,7 +140,8 @@ def resumed_config(
     ``free`` fields may change, any other difference is refused (docs/architecture.md#runs-are-self-contained)."""
     saved = read_config(run_dir)["config"]
     config = config_from_record(cls, run_dir, saved)
-    changes = resume_changes(saved, dict(given or {}), extendable, free)
+    # compared with the config read, so a field added since the run was made has its default
+    changes = resume_changes(dataclasses.asdict(config), dict(given or {}), extendable, free)
     changes["out"] = str(run_dir)
     return dataclasses.replace(config, **changes)
 

@@ -158,6 +158,11 @@ def test_dqn_smoke_on_cartpole(tmp_path):
     rows = read_rows(run_dir / "metrics.csv")
     assert {int(r["updates"]) for r in rows if r["step"] == "200"} == {100}
     assert {r["epsilon"] for r in rows if r["step"] == "50"} == {"1.0"}
+    # the rate step 200 acted with (epsilon_at(199, ...)), not the next step's
+    cfg = resolve_config(tiny(tmp_path / "run", steps=200))[0]
+    acted = epsilon_at(199, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+    assert acted != epsilon_at(200, cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_steps, cfg.initial_samples)
+    assert {float(r["epsilon"]) for r in rows if r["step"] == "200"} == {acted}
     results = read_rows(run_dir / "results.csv")
     assert {(r["suite"], r["env"], r["algorithm"], r["critic"], r["K"]) for r in results} == {
         ("gym", "CartPole-v1", "dqn", "gitd", "3")
@@ -254,26 +259,29 @@ def test_seeds_in_one_program_match_one_seed_alone(tmp_path):
     assert [r["return"] for r in seed1] == [r["return"] for r in read_rows(tmp_path / "alone" / "episodes.csv")]
 
 
-@pytest.mark.e2e
-def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path):
-    cfg, info = resolve_config(tiny(tmp_path / "run", steps=300))
-    family = build_family(cfg, info)
+def poisoned(family, updates: int):
+    """The real family, whose loss turns NaN after ``updates`` updates."""
 
     class Poisoned:
-        """The real family, whose loss turns NaN after 150 updates."""
-
         init, act = family.init, family.act
 
         @staticmethod
         def step(state, batch):
             state, aux = family.step(state, batch)
-            aux["loss"] = jnp.where(state.step > 150, jnp.nan, aux["loss"])
+            aux["loss"] = jnp.where(state.step > updates, jnp.nan, aux["loss"])
             return state, aux
 
+    return Poisoned()
+
+
+@pytest.mark.e2e
+def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path):
+    cfg, info = resolve_config(tiny(tmp_path / "run", steps=300))
+    family = build_family(cfg, info)
     with pytest.raises(
         TrainingDiverged, match=r"at env step 251, update 151 \(seed 0\); last good checkpoint: .*checkpoints/200"
     ):
-        run_online(cfg, info, Poisoned(), RunFlags(progress=False))
+        run_online(cfg, info, poisoned(family, 150), RunFlags(progress=False))
     assert Checkpoints(tmp_path / "run").latest() == 200
 
 

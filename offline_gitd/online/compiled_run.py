@@ -1,0 +1,198 @@
+"""``offline_gitd online dqn --loop compiled``: the compiled loop (:mod:`offline_gitd.online.compiled`)
+in an online run directory, with the Python loop's lifecycle, files and exact resume.
+
+The run directory is the Python loop's (:func:`~offline_gitd.online.loop.online_lifecycle`: lock,
+``config.json``, provenance, ``metrics.csv``, ``results.csv``, ``episodes.csv``, TensorBoard),
+and so are its rows: each logging window goes through :func:`~offline_gitd.online.windows.log_window`.
+The difference is how a window's env steps are run: one compiled call for all of them and every
+seed, then one wait for the device, which hands back the window's episodes and the metrics of its
+updates. So a call never crosses a logging boundary: the calls end at every multiple of
+``log_every`` and at the run's last step, which are where the Python loop logs (a checkpoint is a
+multiple of ``log_every``), and a non-finite loss stops the run at the end of its window, before
+the window is written, naming the last good checkpoint.
+
+A checkpoint is the whole carry (:class:`~offline_gitd.online.compiled.SeedCarry`: networks,
+optimiser, env states, replay rings, random keys, running episodes), saved by orbax through the
+lifecycle, and ``host_state/<step>.npz`` beside it with what the host counts: each seed's finished
+episodes (``episodes.csv``'s episode index) and its last ``results.csv`` value (repeated in a
+window without episodes), kept in JSON so that a float64 mean is not rounded to float32. The
+updates done are a function of the step (:func:`~offline_gitd.online.schedules.total_updates`).
+The run restores the carry and calls the same programs on the same inputs as a run that never
+stopped, so it ends bit for bit where that run ends. The call donates the carry (its buffers are
+reused for the next one); a checkpoint is saved, and waited for, between two calls, while the
+carry it saves is still alive.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from offline_gitd.learners.family import DiscreteFamily
+from offline_gitd.online.compiled import SeedCarry, StepRecord, compiled_loop, finished_episodes
+from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.env_info import EnvInfo
+from offline_gitd.online.host_state import host_state_path, save_checkpoint
+from offline_gitd.online.loop import online_lifecycle
+from offline_gitd.online.schedules import total_updates, utd_fraction
+from offline_gitd.online.windows import Console, log_window, metric_columns
+from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.rundir.flags import RunFlags
+from offline_gitd.rundir.lifecycle import RunLifecycle
+from offline_gitd.rundir.metrics import MetricWindow
+from offline_gitd.rundir.seals import DamagedFile, read_sealed_arrays, write_sealed_arrays
+
+# What a compiled run's host state says it is: a Python loop's host state holds replays instead.
+HOST_KIND = "compiled loop counters"
+
+
+def chunk_ends(start: int, steps: int, log_every: int) -> list[int]:
+    """The env steps at which the calls after ``start`` end: every multiple of ``log_every`` up to
+    ``steps``, and ``steps``. A run resumed off the grid (stopped by ``--steps``) first runs up to
+    the next multiple, as the Python loop's next window does."""
+    ends = list(range((start // log_every + 1) * log_every, steps, log_every))
+    return [*ends, steps] if start < steps else []
+
+
+def window_updates(records: StepRecord, first_step: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The metrics of a window's updates as the Python loop's updates give them (name ->
+    ``[updates, seeds, ...]``, what :class:`~offline_gitd.rundir.metrics.MetricWindow` adds) and
+    the env step after which each update ran, from a call's records (``[seeds, steps, n, ...]``).
+    Every seed updates after the same steps (the schedule is shared), so seed 0's count says which."""
+    stepped = np.flatnonzero(np.asarray(records.updates)[0])
+    metrics = {}
+    for name, value in records.metrics.items():
+        value = np.asarray(value)[:, stepped]  # [seeds, stepped, n, ...]
+        value = value.reshape(value.shape[0], -1, *value.shape[3:])
+        metrics[name] = np.moveaxis(value, 0, 1)
+    per_step = np.asarray(records.metrics["loss"]).shape[2]
+    return metrics, np.repeat(first_step + stepped + 1, per_step)
+
+
+def write_counters(path: Path, seeds: list[int], episodes: list[int], last_results: list[float | None]) -> None:
+    """A compiled run's host counters at a checkpoint (sealed, verified on write)."""
+    meta = {"kind": HOST_KIND, "seeds": seeds, "episodes": episodes, "last_results": last_results}
+    write_sealed_arrays(path, {}, meta)
+
+
+def read_counters(path: Path, seeds: list[int]) -> tuple[list[int], list[float | None]]:
+    """Each seed's finished episodes and last result from :func:`write_counters`' file, checked
+    against the run's seeds: :class:`DamagedFile` (one line) for anything else."""
+    meta = read_sealed_arrays(path)[1]
+    episodes, last = meta.get("episodes"), meta.get("last_results")
+    fits = (
+        meta.get("kind") == HOST_KIND
+        and meta.get("seeds") == seeds
+        and isinstance(episodes, list)
+        and isinstance(last, list)
+        and len(episodes) == len(last) == len(seeds)
+        and all(type(n) is int and n >= 0 for n in episodes)
+        and all(v is None or type(v) in (int, float) for v in last)
+    )
+    if not fits:
+        raise DamagedFile(f"{path} does not hold this compiled run's host counters")
+    return episodes, [None if v is None else float(v) for v in last]
+
+
+def restore_learner(run_dir: Path, step: int, cfg: OnlineConfig, family: DiscreteFamily) -> Any:
+    """Every seed's training state at a compiled run's checkpoint ``step``: the learner of its
+    carry (restored into a fresh carry of the run's shapes), the same pytree a Python loop's
+    checkpoint holds, so ``offline_gitd evaluate`` and ``load_run`` play it as they play those."""
+    like = compiled_loop(cfg, family).init(cfg.seed_list)
+    return Checkpoints(run_dir).restore(step, like).learner
+
+
+class CompiledRun:
+    """A compiled run's state between calls and its side effects; ``train`` drives it to ``cfg.steps``."""
+
+    def __init__(
+        self, cfg: OnlineConfig, info: EnvInfo, family: DiscreteFamily, run: RunLifecycle, progress: bool
+    ) -> None:
+        """The loop and its metric columns are built (a network that does not fit the env fails)
+        before ``run`` opens the run directory."""
+        self.cfg, self.info, self.progress, self.run = cfg, info, progress, run
+        self.seeds = cfg.seed_list
+        self.loop = compiled_loop(cfg, family, info)
+        self.columns = metric_columns(family, info)
+        self.run.open()
+        self.carry: SeedCarry | None = None
+        self.episodes = [0] * len(self.seeds)  # finished so far, per seed
+        self.last_results: list[float | None] = [None] * len(self.seeds)
+        self.updates = 0
+
+    def start(self) -> int:
+        """A fresh carry, or the newest intact checkpoint's; returns the env steps already done."""
+        seeds = self.seeds
+        step, self.carry, counters = self.run.restore(
+            self.loop.init(seeds), lambda step: read_counters(host_state_path(self.run.run_dir, step), seeds)
+        )
+        if step:
+            self.episodes, self.last_results = counters
+        self.updates = total_updates(step, utd_fraction(self.cfg.utd), self.cfg.initial_samples)
+        return step
+
+    def save(self, step: int) -> None:
+        """The carry and the host counters (:func:`~offline_gitd.online.host_state.save_checkpoint`)."""
+        save_checkpoint(
+            self.run,
+            self.run.run_dir,
+            step,
+            self.carry,
+            lambda path: write_counters(path, self.seeds, self.episodes, self.last_results),
+        )
+
+    def window(self, first: int, end: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
+        """Env steps ``first + 1 .. end`` in one call, then the window written: its metric rows,
+        its episodes and its wall time."""
+        started = time.perf_counter()
+        self.carry, records = self.loop.run_chunk(self.carry, first, end - first)
+        records = jax.device_get(records)  # the window's one wait for the device
+        metrics = MetricWindow(per_sample_means=True)
+        aux, after = window_updates(records, first)
+        if len(after):
+            loss, before = aux["loss"], self.updates
+            self.run.check_finite(loss, self.seeds, lambda i: f"env step {after[i]}, update {before + i + 1}")
+            metrics.add(aux)
+            self.updates += len(loss)
+        episodes = finished_episodes(records, self.seeds, first, self.episodes)
+        self.episodes = [n + sum(e["seed"] == seed for e in episodes) for n, seed in zip(self.episodes, self.seeds)]
+        seconds = time.perf_counter() - started
+        rows, self.last_results = log_window(
+            self.run,
+            self.cfg,
+            end,
+            self.seeds,
+            episodes,
+            self.last_results,
+            self.updates,
+            self.columns,
+            metrics,
+            seconds,
+        )
+        return rows, episodes, seconds
+
+    def train(self) -> None:
+        cfg = self.cfg
+        start = self.start()
+        self.run.start_logs(start, self.seeds)
+        console = Console(cfg, self.info.name, start, self.progress)
+        first = start
+        for end in chunk_ends(start, cfg.steps, cfg.log_every):
+            rows, episodes, seconds = self.window(first, end)
+            console.advance(end - first)
+            console.window(end, episodes, rows, self.updates, seconds)
+            if end % cfg.checkpoint_every == 0 or end == cfg.steps:
+                self.save(end)
+            first = end
+        console.close(self.run)
+
+
+def run_compiled(cfg: OnlineConfig, info: EnvInfo, family: DiscreteFamily, flags: RunFlags = RunFlags()) -> Path:
+    """Train the resolved ``cfg`` (``loop = compiled``) with the compiled loop in the run
+    directory ``cfg.out``, as :func:`~offline_gitd.online.loop.run_online` trains the Python loop."""
+    CompiledRun(cfg, info, family, online_lifecycle(cfg, info, flags), flags.progress).train()
+    return Path(cfg.out)
