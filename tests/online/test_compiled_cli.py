@@ -244,7 +244,10 @@ def test_a_non_finite_loss_stops_the_run_at_its_window_and_keeps_the_checkpoint(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["dqn", "--env", "LunarLander-v3"], "--loop compiled needs an env written in JAX (CartPole-v1, MinAtar/Breakout-v1); got"),
+        (
+            ["dqn", "--env", "LunarLander-v3"],
+            "--loop compiled needs an env written in JAX (CartPole-v1, MinAtar/Breakout-v1); got",
+        ),
         (["sac", "--env", "Pendulum-v1"], "--loop compiled runs online dqn only, not online sac"),
         (["dqn", "--env", "CartPole-v1", "--per"], "--loop compiled does not support --per"),
         (["dqn", "--env", "CartPole-v1", "--n-step", "3"], "--loop compiled does not support --n-step"),
