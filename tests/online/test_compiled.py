@@ -173,6 +173,7 @@ def test_its_random_phase_returns_have_gymnasiums_distribution(tmp_path: Any) ->
     assert stats.ks_2samp(ours, theirs).pvalue > 0.01, (ours.mean(), theirs.mean())
 
 
+@pytest.mark.e2e  # trains for 15,000 steps: in the default run, not the quick one
 def test_it_learns_cartpole(tmp_path: Any) -> None:
     """DQN with the package's CartPole-v1 defaults (td, FC 128-128, batch 64, 1,000 initial
     samples, epsilon to 0.01 over 10,000 steps, target every 100 updates): after 15,000 steps the
