@@ -220,6 +220,24 @@ def _y_labels_width(names: Sequence[str]) -> float:
     return _TICK + max(_text_width(name, "small") for name in names)
 
 
+def _place_panels(figure: Figure, axes: Sequence[Any], rows: int, columns: int, below: float) -> None:
+    """Lay out a grid of titled panels under a suptitle, with ``below`` inches kept under the
+    grid (legend, source lines): the per-env and behaviour figures share this layout."""
+    y_ticks = [_tick_width(axis.yaxis) for axis in axes]
+    x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in axes)
+    title = _lines(1, "medium") + 6 * _POINT
+    _place(
+        figure,
+        (rows, columns),
+        left=_PAD + _lines(1, "small") + 4 * _POINT + _TICK + max(y_ticks[::columns]),
+        right=_PAD + x_half,
+        top=_PAD + _lines(1, "medium") + _offset_height(axes) + title,
+        bottom=below + _ticks_and_label("small"),
+        wgap=_PAD + x_half + _TICK + max(y_ticks),
+        hgap=_PAD + _ticks_and_label("small") + _offset_height(axes) + title,
+    )
+
+
 def _draw_curve(axis: Any, curve: dict[str, list[float]], style: dict[str, Any]) -> None:
     steps = np.asarray(curve["step"])
     marks = max(1, len(steps) // 8)
@@ -314,21 +332,8 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
         va="top",
     )
     _outside_legend(figure, styles)
-    drawn = axes
-    y_ticks = [_tick_width(axis.yaxis) for axis in drawn]
-    x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in drawn)
-    title = _lines(1, "medium") + 6 * _POINT
-    _place(
-        figure,
-        (rows, columns),
-        left=_PAD + _lines(1, "small") + 4 * _POINT + _TICK + max(y_ticks[::columns]),
-        right=_PAD + x_half,
-        top=_PAD + _lines(1, "medium") + _offset_height(drawn) + title,
-        bottom=_legend_height(figure, methods) + _ticks_and_label("small"),
-        wgap=_PAD + x_half + _TICK + max(y_ticks),
-        hgap=_PAD + _ticks_and_label("small") + _offset_height(drawn) + title,
-    )
-    _pin_titles(drawn)
+    _place_panels(figure, axes, rows, columns, _legend_height(figure, methods))
+    _pin_titles(axes)
     return figure
 
 
@@ -509,19 +514,7 @@ def behaviour_figure(data: dict[str, Any]) -> Figure:
             va="bottom",
             fontsize="small",
         )
-    y_ticks = [_tick_width(axis.yaxis) for axis in axes]
-    x_half = 0.5 * max(_tick_width(axis.xaxis) for axis in axes)
-    title = _lines(1, "medium") + 6 * _POINT
-    _place(
-        figure,
-        (rows, columns),
-        left=_PAD + _lines(1, "small") + 4 * _POINT + _TICK + max(y_ticks[::columns]),
-        right=_PAD + x_half,
-        top=_PAD + _lines(1, "medium") + _offset_height(axes) + title,
-        bottom=source_height + _legend_height(figure, list(legend)) + _ticks_and_label("small"),
-        wgap=_PAD + x_half + _TICK + max(y_ticks),
-        hgap=_PAD + _ticks_and_label("small") + _offset_height(axes) + title,
-    )
+    _place_panels(figure, axes, rows, columns, source_height + _legend_height(figure, list(legend)))
     _pin_titles(axes)
     return figure
 
