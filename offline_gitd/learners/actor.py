@@ -20,6 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from offline_gitd.networks.dense import Dense
 from offline_gitd.networks.multihead import Params
 from offline_gitd.networks.torsos import scale_observation
 
@@ -36,9 +37,9 @@ class TanhGaussianPolicy(nn.Module):
     def __call__(self, obs: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
         x = scale_observation(obs).reshape(obs.shape[0], -1)
         for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
-        mean = nn.Dense(self.act_dim)(x)
-        log_std = jnp.clip(nn.Dense(self.act_dim)(x), LOG_STD_MIN, LOG_STD_MAX)
+            x = nn.relu(Dense(width)(x))
+        mean = Dense(self.act_dim)(x)
+        log_std = jnp.clip(Dense(self.act_dim)(x), LOG_STD_MIN, LOG_STD_MAX)
         return mean, log_std
 
 

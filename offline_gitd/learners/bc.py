@@ -36,6 +36,7 @@ from offline_gitd.learners.actor import Actor
 from offline_gitd.learners.continuous import ActionBox, as_key
 from offline_gitd.learners.family import ActionSpace, network_settings
 from offline_gitd.networks import Params, make_torso
+from offline_gitd.networks.dense import Dense
 
 
 class BCState(NamedTuple):
@@ -55,7 +56,7 @@ class LogitsNetwork(nn.Module):
 
     @nn.compact
     def __call__(self, obs: jnp.ndarray) -> jnp.ndarray:
-        return nn.Dense(self.n_actions)(make_torso(self.torso, self.mlp_hidden)(obs))
+        return Dense(self.n_actions)(make_torso(self.torso, self.mlp_hidden)(obs))
 
 
 def discrete_bc_loss(net: LogitsNetwork, params: Params, batch: Batch) -> tuple[jnp.ndarray, dict[str, jnp.ndarray]]:

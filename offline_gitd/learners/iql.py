@@ -57,6 +57,7 @@ from offline_gitd.learners.actor import Actor
 from offline_gitd.learners.continuous import ActionBox, as_key, init_critic_ensembles
 from offline_gitd.learners.family import ActionSpace, network_settings
 from offline_gitd.networks import MultiHeadNetwork, Params
+from offline_gitd.networks.dense import Dense
 from offline_gitd.networks.torsos import scale_observation
 
 ADVANTAGE_WEIGHT_MAX = 100.0  # the authors' clip of exp(beta A) (their code, all tasks)
@@ -71,8 +72,8 @@ class ValueNetwork(nn.Module):
     def __call__(self, obs: jnp.ndarray) -> jnp.ndarray:
         x = scale_observation(obs).reshape(obs.shape[0], -1)
         for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
-        return nn.Dense(1)(x)[:, 0]
+            x = nn.relu(Dense(width)(x))
+        return Dense(1)(x)[:, 0]
 
 
 class IQLState(NamedTuple):

@@ -33,6 +33,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from offline_gitd.networks.dense import dense_product
+
 PADDINGS = ("VALID", "SAME")
 
 
@@ -101,7 +103,8 @@ class Conv(nn.Module):
         x = x.astype(jnp.float32)
         if jax.default_backend() == "cpu":
             patches = conv_patches(x, kernel_size, strides, self.padding)
-            y = jnp.einsum("nhwp,pf->nhwf", patches, patch_kernel(kernel, strides))
+            # the product with dense's gradient rule: the kernel's gradient in its own layout
+            y = dense_product(patches, patch_kernel(kernel, strides))
         else:
             y = jax.lax.conv_general_dilated(
                 x, kernel, strides, self.padding, dimension_numbers=("NHWC", "HWIO", "NHWC")

@@ -10,13 +10,15 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from offline_gitd.networks.dense import Dense
+
 
 class LinearHead(nn.Module):
     outputs: int
 
     @nn.compact
     def __call__(self, features: jnp.ndarray) -> jnp.ndarray:
-        return nn.Dense(self.outputs)(features)
+        return Dense(self.outputs)(features)
 
 
 class NonlinearHead(nn.Module):
@@ -25,4 +27,4 @@ class NonlinearHead(nn.Module):
 
     @nn.compact
     def __call__(self, features: jnp.ndarray) -> jnp.ndarray:
-        return nn.Dense(self.outputs)(nn.relu(nn.Dense(self.hidden)(features)))
+        return Dense(self.outputs)(nn.relu(Dense(self.hidden)(features)))

@@ -11,6 +11,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from offline_gitd.networks.conv import Conv
+from offline_gitd.networks.dense import Dense
 
 
 class MinAtarCNN(nn.Module):
@@ -27,4 +28,4 @@ class MinAtarCNN(nn.Module):
         x = obs.astype(jnp.float32)
         x = nn.relu(Conv(16, (3, 3), (1, 1), padding="VALID")(x))
         x = x.reshape(x.shape[:-3] + (-1,))
-        return nn.relu(nn.Dense(self.features)(x))
+        return nn.relu(Dense(self.features)(x))

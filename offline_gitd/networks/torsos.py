@@ -15,6 +15,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 from flax.linen import Conv
 
+from offline_gitd.networks.dense import Dense
+
 
 def scale_observation(obs: jnp.ndarray) -> jnp.ndarray:
     """uint8 pixels -> float32 in [0, 1]; float observations pass through unchanged."""
@@ -38,7 +40,7 @@ class NatureCNN(nn.Module):
         for channels, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
             x = nn.relu(Conv(channels, (kernel, kernel), (stride, stride), padding="VALID")(x))
         x = x.reshape(x.shape[:-3] + (-1,))
-        return nn.relu(nn.Dense(self.features)(x))
+        return nn.relu(Dense(self.features)(x))
 
 
 class _ResidualBlock(nn.Module):
@@ -75,7 +77,7 @@ class ImpalaCNN(nn.Module):
             x = x.mean(axis=(-3, -2))
         else:
             x = x.reshape(x.shape[:-3] + (-1,))
-        return nn.relu(nn.Dense(self.features)(x))
+        return nn.relu(Dense(self.features)(x))
 
 
 class MLP(nn.Module):
@@ -87,5 +89,5 @@ class MLP(nn.Module):
     def __call__(self, obs: jnp.ndarray) -> jnp.ndarray:
         x = scale_observation(obs)
         for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
+            x = nn.relu(Dense(width)(x))
         return x
