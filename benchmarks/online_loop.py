@@ -6,6 +6,7 @@ Run by hand (speed is never asserted by a test):
     .venv/bin/python benchmarks/online_loop.py --envs MinAtar/Breakout-v1 --critics td --seeds 1
     .venv/bin/python benchmarks/online_loop.py --compare-with /path/to/older/checkout   # (a) of both trees, interleaved
     .venv/bin/python benchmarks/online_loop.py --pipelines collect,train --envs MinAtar/Breakout-v1
+    .venv/bin/python benchmarks/online_loop.py --loop compiled --compare-with /path/to/older/checkout
 
 For each env, critic and number of seeds, at one update per env step, it times:
 
@@ -20,6 +21,11 @@ and prints (a) in env steps/s, (b) and (c) in ms per env step and (a)/(b), the l
 its updates' (target: at most 1.25 for MinAtar DQN). ``--compare-with`` runs (a) from another
 checkout of the package too (its ``offline_gitd`` on ``PYTHONPATH``), in rounds interleaved with
 this tree's, so load from other processes falls on both alike.
+
+``--loop compiled`` times this tree's ``online dqn --loop compiled`` (the whole loop as one program,
+for the envs that exist in JAX) as (a), against its own floor: (b) the same step scanned over
+batches already on the device (the updates as the compiled loop runs them) and (c) the compiled loop
+with its updates switched off. The compared tree's (a) stays the Python loop (``--compare-loop``).
 
 ``--pipelines`` adds the two other loops the MinAtar experiment spends its time in, each against
 its own update floor:
@@ -45,6 +51,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.learners.drivers import (
@@ -53,6 +60,7 @@ from offline_gitd.learners.drivers import (
     choose_seed_strategy,
     make_chunk_runner,
 )
+from offline_gitd.online.compiled import compiled_dqn
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.loop import OnlineRun, online_lifecycle
 from offline_gitd.online.train import build_family, resolve_config
@@ -62,8 +70,9 @@ ROOT = Path(__file__).resolve().parents[1]
 INITIAL = 1_000  # random steps before the first update (small: the timed windows come after)
 
 
-def cli_window(tree: Path, env: str, critic: str, seeds: int, window: int) -> float:
-    """(a): env steps/s of the second logging window of a real run of ``tree``'s package."""
+def cli_window(tree: Path, env: str, critic: str, seeds: int, window: int, loop: str = "python") -> float:
+    """(a): env steps/s of the logging windows after the first of a real run of ``tree``'s package
+    (``--loop loop``)."""
     with tempfile.TemporaryDirectory(prefix="online-loop-") as tmp:
         seed_list = seed_range(seeds)
         steps = 3 * window  # the first window holds the random steps and compiles
@@ -91,6 +100,7 @@ def cli_window(tree: Path, env: str, critic: str, seeds: int, window: int) -> fl
             f"{tmp}/run",
             "--no-progress",
             "--no-tensorboard",
+            *(["--loop", loop] if loop != "python" else []),  # an older tree may not have the option
         ]
         env_vars = {**os.environ, "PYTHONPATH": str(tree)}
         subprocess.run(python + args, check=True, env=env_vars, cwd=tmp, capture_output=True)
@@ -204,11 +214,12 @@ def fill(loop: OnlineRun) -> None:
         loop._env_step(step)
 
 
-def update_floor(loop: OnlineRun, window: int, chunk: int = 100) -> float:
+def update_floor(loop: OnlineRun, window: int, chunk: int = 100, driver: str | None = None) -> float:
     """(b): seconds per update of the loop's compiled step, dispatched back to back in chunks of
-    ``chunk`` updates (the offline loop's way: metrics stay on the device until a chunk ends)."""
+    ``chunk`` updates (the offline loop's way: metrics stay on the device until a chunk ends);
+    ``driver`` ``scan`` for the compiled loop's way (the updates inside one program)."""
     cfg = loop.cfg
-    driver = choose_driver(cfg.driver, cfg.torso)
+    driver = driver or choose_driver(cfg.driver, cfg.torso)
     runner = make_chunk_runner(
         loop.family.step, driver, choose_seed_strategy("auto", cfg.torso), choose_compiler_options()
     )
@@ -238,11 +249,26 @@ def acting_alone(loop: OnlineRun, first_step: int, window: int) -> float:
     return (time.perf_counter() - start) / window
 
 
+def compiled_acting(env: str, critic: str, seeds: int, window: int) -> float:
+    """(c) of the compiled loop: seconds per env step of its program with every update switched
+    off (acting, env, resets and replay writes of every seed), after a first call that compiles."""
+    with tempfile.TemporaryDirectory(prefix="compiled-acting-") as tmp:
+        cfg = OnlineConfig(algo="dqn", env=env, critic=critic, seeds=seed_range(seeds), utd=1.0, out=f"{tmp}/run")
+        loop, _ = compiled_dqn(cfg)
+        epsilons, no_updates = jnp.full((window,), 0.1, jnp.float32), jnp.zeros((window,), bool)
+        carry, records = loop.program(loop.init(list(range(seeds))), epsilons, no_updates)
+        jax.block_until_ready(records)
+        start = time.perf_counter()
+        carry, records = loop.program(carry, epsilons, no_updates)
+        jax.block_until_ready((carry, records))
+        return (time.perf_counter() - start) / window
+
+
 def online_rows(args: argparse.Namespace, trees: dict[str, Path]) -> None:
     """The online loop's table: (a) of each tree, (b), (c), (a)/(b)."""
     header = (
         f"{'env':22} {'critic':6} {'seeds':>5} | "
-        + " ".join(f"{'(a) ' + name:>18}" for name in trees)
+        + " ".join(f"{'(a) ' + name + ', ' + args.loops[name]:>24}" for name in trees)
         + f" | {'(b) ms/upd':>10} {'(c) ms/step':>11} | {'(a)/(b)':>7} {'(b)+(c)':>8}"
     )
     print(header)
@@ -256,11 +282,16 @@ def online_rows(args: argparse.Namespace, trees: dict[str, Path]) -> None:
                     fill(loop)
                     for _ in range(args.rounds):
                         for name, tree in trees.items():
-                            rates[name].append(cli_window(tree, env, critic, seeds, args.window))
-                        floors.append(update_floor(loop, args.window))
-                        acting.append(acting_alone(loop, INITIAL + 1 + len(acting) * (args.window + 1), args.window))
+                            rates[name].append(cli_window(tree, env, critic, seeds, args.window, args.loops[name]))
+                        if args.loop == "compiled":
+                            floors.append(update_floor(loop, args.window, driver="scan"))
+                            acting.append(compiled_acting(env, critic, seeds, args.window))
+                        else:
+                            floors.append(update_floor(loop, args.window))
+                            first = INITIAL + 1 + len(acting) * (args.window + 1)
+                            acting.append(acting_alone(loop, first, args.window))
                 floor = statistics.median(floors)
-                cells = " ".join(f"{statistics.median(r):>14.0f} st/s" for r in rates.values())
+                cells = " ".join(f"{statistics.median(r):>20.0f} st/s" for r in rates.values())
                 mine = statistics.median(rates["this tree"])
                 print(
                     f"{env:22} {critic:6} {seeds:>5} | {cells} | {floor * 1e3:>10.3f} {statistics.median(acting) * 1e3:>11.3f}"
@@ -317,7 +348,12 @@ def main() -> None:
         "--collect-steps", type=int, default=30_000, help="env steps of each collect (3 logging windows)"
     )
     parser.add_argument("--compare-with", type=Path, default=None, help="another checkout's root, for (a) of online")
+    parser.add_argument(
+        "--loop", choices=("python", "compiled"), default="python", help="this tree's loop for (a), (b) and (c)"
+    )
+    parser.add_argument("--compare-loop", choices=("python", "compiled"), default="python", help="the compared tree's")
     args = parser.parse_args()
+    args.loops = {"this tree": args.loop, "compared": args.compare_loop}
     pipelines = set(args.pipelines.split(","))
     if unknown := pipelines - {"online", "collect", "train"}:
         parser.error(f"unknown pipeline(s): {', '.join(sorted(unknown))}")
