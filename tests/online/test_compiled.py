@@ -187,6 +187,7 @@ def test_it_learns_cartpole(tmp_path: Any) -> None:
         assert np.mean(last) > 100, (seed, last)
 
 
+@pytest.mark.e2e  # compiles the MinAtar CNN's whole loop (about 14 s): in the default run, not the quick one
 def test_it_runs_minatar_breakout_on_its_boards(tmp_path: Any) -> None:
     """MinAtar/Breakout-v1 in the compiled loop with the minatar torso: uint8 10x10x4 boards in the
     carry and the replay (not flattened, not float), 2,000 steps of two seeds the same when run
