@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import os
 import statistics
 import subprocess
@@ -60,7 +61,7 @@ from offline_gitd.learners.drivers import (
     choose_seed_strategy,
     make_chunk_runner,
 )
-from offline_gitd.online.compiled import compiled_dqn
+from offline_gitd.online.compiled import CompiledDQN, compiled_dqn
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.loop import OnlineRun, online_lifecycle
 from offline_gitd.online.train import build_family, resolve_config
@@ -249,19 +250,26 @@ def acting_alone(loop: OnlineRun, first_step: int, window: int) -> float:
     return (time.perf_counter() - start) / window
 
 
+@functools.cache
+def compiled_loop_for(env: str, critic: str, seeds: int) -> CompiledDQN:
+    """The compiled loop of one config, built once so that every round reuses its compiled program
+    (building it writes nothing: ``out`` is only resolved)."""
+    out = Path(tempfile.gettempdir()) / "compiled-acting"
+    cfg = OnlineConfig(algo="dqn", env=env, critic=critic, seeds=seed_range(seeds), utd=1.0, out=str(out))
+    return compiled_dqn(cfg)[0]
+
+
 def compiled_acting(env: str, critic: str, seeds: int, window: int) -> float:
     """(c) of the compiled loop: seconds per env step of its program with every update switched
     off (acting, env, resets and replay writes of every seed), after a first call that compiles."""
-    with tempfile.TemporaryDirectory(prefix="compiled-acting-") as tmp:
-        cfg = OnlineConfig(algo="dqn", env=env, critic=critic, seeds=seed_range(seeds), utd=1.0, out=f"{tmp}/run")
-        loop, _ = compiled_dqn(cfg)
-        epsilons, no_updates = jnp.full((window,), 0.1, jnp.float32), jnp.zeros((window,), bool)
-        carry, records = loop.program(loop.init(list(range(seeds))), epsilons, no_updates)
-        jax.block_until_ready(records)
-        start = time.perf_counter()
-        carry, records = loop.program(carry, epsilons, no_updates)
-        jax.block_until_ready((carry, records))
-        return (time.perf_counter() - start) / window
+    loop = compiled_loop_for(env, critic, seeds)
+    epsilons, no_updates = jnp.full((window,), 0.1, jnp.float32), jnp.zeros((window,), bool)
+    carry, records = loop.program(loop.init(list(range(seeds))), epsilons, no_updates)
+    jax.block_until_ready(records)
+    start = time.perf_counter()
+    carry, records = loop.program(carry, epsilons, no_updates)
+    jax.block_until_ready((carry, records))
+    return (time.perf_counter() - start) / window
 
 
 def online_rows(args: argparse.Namespace, trees: dict[str, Path]) -> None:
