@@ -8,6 +8,7 @@ a run: what cannot be found is recorded as ``None``.
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -55,11 +56,18 @@ def versions() -> dict[str, str | None]:
 
 
 def device() -> dict[str, Any]:
-    """The JAX backend and the kind of its first device (e.g. ``cpu``, ``NVIDIA H100``)."""
+    """The JAX backend, the kind of its first device (e.g. ``cpu``, ``NVIDIA H100``) and the XLA
+    options the process ran with: on a GPU they say whether the run repeats bit for bit
+    (docs/bounds.md#determinism)."""
     import jax
 
     devices = jax.devices()
-    return {"backend": jax.default_backend(), "kind": devices[0].device_kind, "count": len(devices)}
+    return {
+        "backend": jax.default_backend(),
+        "kind": devices[0].device_kind,
+        "count": len(devices),
+        "xla_flags": os.environ.get("XLA_FLAGS") or None,
+    }
 
 
 def collect(argv: Sequence[str] | None, data_dir: str | None) -> dict[str, Any]:
