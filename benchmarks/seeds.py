@@ -5,9 +5,10 @@ Run by hand (speed is never asserted by a test):
     .venv/bin/python benchmarks/seeds.py              # N = 5 seeds, every torso
     .venv/bin/python benchmarks/seeds.py --torsos nature --rounds 7
 
-For each torso (Nature CNN, batch 32, uint8 84x84x4; a MinAtar-sized CNN, batch 32, uint8
-10x10x4, one 3x3 conv with 16 channels then FC 128; the 256x256 MLP, batch 256) and each critic (td
-and gitd with K = 5, CQL), it times one seed and N seeds in one program with each seed strategy
+For each torso (Nature CNN, batch 32, uint8 84x84x4; the package's MinAtar CNN,
+offline_gitd/networks/minatar.py, batch 32, uint8 10x10x4, also timed with flax's own Dense as
+before the products' gradient rule; the 256x256 MLP, batch 256) and each critic (td and gitd with
+K = 5, CQL), it times one seed and N seeds in one program with each seed strategy
 (``vmap``; ``per-seed``: each seed's own step, offline_gitd/learners/drivers.py), for a
 convolutional torso with each convolution (XLA's own, ``flax.linen.Conv``; patches times a matrix,
 offline_gitd/networks/conv.py) where it matters: one seed with either, N vmapped seeds with
@@ -46,27 +47,18 @@ from offline_gitd.learners.drivers import (
     choose_driver,
     choose_seed_strategy,
 )
+from offline_gitd.networks import minatar as minatar_net
 from offline_gitd.networks import torsos
 from offline_gitd.networks.conv import Conv
-from offline_gitd.networks.torsos import scale_observation
+from offline_gitd.networks.dense import Dense
 
 sys.path.insert(0, str(Path(__file__).parent))
 from train_step import chunk_timer, make_family, random_batches  # noqa: E402 - the CQL family of benchmarks/train_step.py
 
-
-class MinAtarCNN(nn.Module):
-    """The MinAtar network (Young and Tian 2019): one 3x3 conv, 16 channels, VALID, then FC 128."""
-
-    @nn.compact
-    def __call__(self, obs: jnp.ndarray) -> jnp.ndarray:
-        x = nn.relu(torsos.Conv(16, (3, 3), padding="VALID")(scale_observation(obs)))
-        return nn.relu(nn.Dense(128)(x.reshape(x.shape[:-3] + (-1,))))
-
-
 # label -> (setup as train_step's SETUPS tuples, torso module replacing the named one, updates per call)
 TORSOS = {
     "nature": (("nature", (84, 84, 4), np.uint8, 32, (256, 256)), None, 16),
-    "minatar": (("minatar", (10, 10, 4), np.uint8, 32, (256, 256)), MinAtarCNN(), 50),
+    "minatar": (("minatar", (10, 10, 4), np.uint8, 32, (256, 256)), None, 50),
     "mlp": (("mlp", (8,), np.float32, 256, (256, 256)), None, 50),
 }
 KINDS = ("td", "gitd")
@@ -114,6 +106,7 @@ PROGRAMS = {
     "minatar": (
         ("1 seed, XLA conv", 1, "vmap", "xla", "default"),
         ("1 seed, patches", 1, "vmap", "patches", "default"),
+        ("1 seed, flax Dense", 1, "vmap", "flax-dense", "default"),
         ("1 seed, patches, YNN dots", 1, "vmap", "patches", "dots"),
         ("N vmap, patches", None, "vmap", "patches", "default"),
         ("N vmap, patches, YNN dots", None, "vmap", "patches", "dots"),
@@ -130,7 +123,9 @@ PROGRAMS = {
     ),
 }
 OPTIONS = {"default": {}, "dots": YNNPACK_DOTS_ONLY, "none": NO_YNNPACK}
-CONVS = {"xla": nn.Conv, "patches": Conv}
+# conv -> (the convolution, the dense layer) the torsos are traced with. "flax-dense": the products'
+# gradient by flax's own rule, as before offline_gitd/networks/dense.py (docs/benchmarks.md#the-update-itself).
+CONVS = {"xla": (nn.Conv, Dense), "patches": (Conv, Dense), "flax-dense": (Conv, nn.Dense)}
 
 
 def main() -> None:
@@ -160,7 +155,9 @@ def main() -> None:
         ]
         families, timers, cpu = {}, {}, {}
         for name, seeds, strategy, conv, options in programs:
-            torsos.Conv = CONVS[conv]  # read when the step is traced, which the timer does now
+            # read when the step is traced, which the timer does now
+            torsos.Conv = minatar_net.Conv = CONVS[conv][0]
+            minatar_net.Dense = CONVS[conv][1]
             for kind in KINDS:
                 families[(kind, conv)] = make_family(kind, setup, module)
                 cpu[(kind, name)] = []
