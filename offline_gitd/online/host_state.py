@@ -63,6 +63,9 @@ class SeedSlot:
     episode_return: float = 0.0  # unclipped (the game score)
     episode_length: int = 0
     last_result: float | None = None  # the previous results.csv value, repeated in empty windows
+    # What the env kept from before the running episode's reset that its reset seed does not set
+    # (offline_gitd.envs.carry: MinAtar's last action, which a sticky first step repeats).
+    env_carry: int | None = None
     env: Any = None
 
 
@@ -186,6 +189,7 @@ def write_host_state(
                 "episode_return": slot.episode_return,
                 "episode_length": slot.episode_length,
                 "last_result": slot.last_result,
+                "env_carry": slot.env_carry,
             }
         )
     meta = {
@@ -260,6 +264,9 @@ def _decode(arrays: dict[str, np.ndarray], meta: dict[str, Any], cfg: OnlineConf
             raise ValueError("its episode counters are malformed")
         if type(ret) not in (int, float) or (last is not None and type(last) not in (int, float)):
             raise ValueError("its returns are malformed")
+        carry = entry.get("env_carry")  # absent from archives of older versions
+        if carry is not None and type(carry) is not int:
+            raise ValueError("its env carry is malformed")
         slots.append(
             {
                 "seed": fresh.seed,
@@ -271,6 +278,7 @@ def _decode(arrays: dict[str, np.ndarray], meta: dict[str, Any], cfg: OnlineConf
                 "episode_return": float(ret),
                 "episode_length": length,
                 "last_result": None if last is None else float(last),
+                "env_carry": carry,
             }
         )
     return {"updates": updates, "slots": slots, "next_actions": _next_actions(arrays.get("next_actions"), seeds, info)}

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.batch import Batch, stack_seeds
+from offline_gitd.envs.carry import env_carry, set_env_carry
 from offline_gitd.learners.drivers import (
     choose_compiler_options,
     choose_driver,
@@ -84,11 +85,14 @@ def _row(info: EnvInfo, obs: np.ndarray) -> np.ndarray:
 def _start_episode(slot: SeedSlot, info: EnvInfo) -> None:
     obs, _ = slot.env.reset(seed=episode_seed(slot.seed, slot.episode))
     slot.obs, slot.actions, slot.episode_return, slot.episode_length = _observe(info, obs), [], 0.0, 0
+    slot.env_carry = env_carry(slot.env)
 
 
 def _restore_env(slot: SeedSlot, info: EnvInfo, saved_obs: np.ndarray) -> None:
-    """Reset with the episode's seed, replay its actions, check we are where the checkpoint was."""
+    """Reset with the episode's seed and what the env carried into it, replay its actions, check we
+    are where the checkpoint was."""
     obs, _ = slot.env.reset(seed=episode_seed(slot.seed, slot.episode))
+    set_env_carry(slot.env, slot.env_carry)
     for action in slot.actions:
         obs = slot.env.step(action)[0]
     if not np.array_equal(_observe(info, obs), saved_obs):

@@ -109,6 +109,7 @@ def slot_plans(draw: st.DrawFn) -> dict[str, Any]:
         "priorities": draw(st.booleans()),  # write |TD| priorities back (prioritised replay)
         "episode": draw(st.integers(0, 10**6)),
         "last_result": draw(st.none() | st.floats(allow_nan=False, allow_infinity=False, width=32)),
+        "env_carry": draw(st.none() | st.integers(0, 5)),  # MinAtar's last action, None for other envs
     }
 
 
@@ -161,6 +162,7 @@ def build_slot(cfg: OnlineConfig, info: EnvInfo, seed: int, plan: dict[str, Any]
     for _ in range(plan["draws"]):
         slot.rng.random()
     slot.last_result = plan["last_result"]
+    slot.env_carry = plan["env_carry"]
     return slot
 
 
@@ -176,6 +178,7 @@ def assert_same_slot(saved: SeedSlot, loaded: dict[str, Any]) -> None:
     assert loaded["episode_length"] == saved.episode_length == len(saved.actions)
     assert np.float64(loaded["episode_return"]).tobytes() == np.float64(saved.episode_return).tobytes()
     assert loaded["last_result"] == saved.last_result
+    assert loaded["env_carry"] == saved.env_carry and type(loaded["env_carry"]) is type(saved.env_carry)
     assert_same_array(loaded["obs"], saved.obs, "obs")
     assert len(loaded["actions"]) == len(saved.actions)
     for mine, theirs in zip(loaded["actions"], saved.actions, strict=True):
@@ -283,11 +286,13 @@ def test_archives_of_older_versions_without_the_action_spec_still_read(tmp_path:
     info = env_info("vector-continuous", 2)
     cfg = run_config(1, 10, False, 1)
     plan = {"episodes": [(3, "truncated")], "running": 2, "seed_bits": 5, "draws": 1, "priorities": False}
-    slot = build_slot(cfg, info, 0, {**plan, "episode": 1, "last_result": -3.5})
+    slot = build_slot(cfg, info, 0, {**plan, "episode": 1, "last_result": -3.5, "env_carry": None})
     path = tmp_path / "5.npz"
     write_host_state(path, 5, [slot], info)
     arrays, meta = read_sealed_arrays(path)
     del meta["episode_actions"]
+    for entry in meta["slots"]:
+        del entry["env_carry"]
     write_sealed_arrays(path, arrays, meta)
     assert_same_slot(slot, read_host_state(path, cfg, info)["slots"][0])
 
