@@ -4,12 +4,18 @@ An online run resumes an episode by resetting its env with the episode's seed an
 episode's actions. That is exact only if the seed sets everything the episode depends on. MinAtar
 does not: ``minatar.Environment.reset`` keeps ``last_action``, and a sticky action (probability 0.1)
 on the new episode's first step repeats the previous episode's last action. So the loop records
-this carry when an episode starts and puts it back before replaying.
+this carry when an episode starts and puts it back before replaying. Evaluation starts every
+episode from a new env's carry instead (:func:`offline_gitd.envs.make.evaluate_policies`).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+# MinAtar's last action in a newly made env (minatar.Environment starts it at 0): evaluation starts
+# every episode with it, so that an episode's return depends on its seed alone, not on which episode
+# ran before it in the same env.
+FRESH_CARRY = 0
 
 
 def _minatar_game(env: Any) -> Any:

@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from offline_gitd.envs.atari import RLU_GAMES, ale_games, make_atari_env
+from offline_gitd.envs.carry import FRESH_CARRY, set_env_carry
 from offline_gitd.envs.d4rl import d4rl_hint
 from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, register_minatar
 from offline_gitd.errors import UsageError
@@ -147,7 +148,7 @@ def evaluate(
     is the offline Atari protocol); continuous actions must use ``epsilon=0``. An episode that
     hits its env's step cap (truncation) counts the return collected so far. Episode ``i`` is
     reset with a seed and uses an exploration RNG derived from ``(seed, i)`` alone, so the returns
-    are deterministic given ``seed`` and a deterministic ``policy_fn``, whatever ``num_envs``.
+    are deterministic given ``seed`` and a deterministic ``policy_fn``, whatever ``num_envs`` (each episode starts as in a new env: offline_gitd/envs/carry.py).
     Build ``env_fn`` without reward clipping so that the returns are game scores.
     """
     return evaluate_policies(
@@ -199,6 +200,8 @@ def evaluate_policies(
             return
         env_seed, rng_seed = episode_seeds[p][next_episode[p]].spawn(2)
         obs[p][slot], _ = envs[p][slot].reset(seed=int(env_seed.generate_state(1)[0]))
+        # as in a new env: what the slot's previous episode left (MinAtar's last action) stays out
+        set_env_carry(envs[p][slot], FRESH_CARRY)
         rngs[p][slot] = np.random.default_rng(rng_seed)
         episode_of[p, slot] = next_episode[p]
         next_episode[p] += 1

@@ -66,3 +66,21 @@ def test_an_episode_with_a_sticky_first_step_resumes_exactly_only_with_its_carry
     without.env, without.env_carry = make_env("MinAtar/Breakout-v1", 0), None  # as before the carry was kept
     with pytest.raises(RuntimeError, match="did not replay deterministically"):
         _restore_env(without, INFO, slot.obs)
+
+
+def test_an_evaluation_episode_returns_the_same_whatever_ran_before_it_in_its_env() -> None:
+    """``evaluate``'s returns are the same for 1 env or 8 side by side: each episode starts from a new
+    env's carry, not from the last action of the episode that ran before it in its slot (episode 130
+    of these 300 differed before)."""
+    from offline_gitd.envs.make import evaluate
+
+    def policy(obs: np.ndarray) -> np.ndarray:  # deterministic, and varied enough to end episodes on any action
+        flat = np.asarray(obs).reshape(obs.shape[0], -1).astype(np.int64)
+        return (flat * np.arange(1, flat.shape[1] + 1)).sum(1) % 3
+
+    def env_fn() -> gym.Env:
+        return make_env("MinAtar/Breakout-v1", 0)
+
+    one = evaluate(policy, env_fn, 300, seed=0, epsilon=0.0, num_envs=1)
+    eight = evaluate(policy, env_fn, 300, seed=0, epsilon=0.0, num_envs=8)
+    np.testing.assert_array_equal(one, eight)
