@@ -111,7 +111,11 @@ def test_minatar_env_gives_uint8_boards_and_its_own_domain() -> None:
 
 @pytest.mark.parametrize(
     "dataset, shape, torso, domain",
-    [(MINATAR, (10, 10, 4), "minatar", "minatar"), (ALE, (210, 160, 3), "nature", "gym")],
+    [
+        (MINATAR, (10, 10, 4), "minatar", "minatar"),
+        # the Nature CNN on 210x160 frames compiles for ~8 s: in the default run, not the quick one
+        pytest.param(ALE, (210, 160, 3), "nature", "gym", marks=pytest.mark.e2e),
+    ],
 )
 def test_image_dataset_reaches_a_cnn_unflattened(minari_root, tmp_path, dataset, shape, torso, domain) -> None:
     """The replay's batch is [B, H, W, C] uint8 (not stacked, not flattened), the torso is the CNN the

@@ -274,6 +274,7 @@ def test_two_resume_writers_one_is_refused(started_run: Path, tmp_path: Path) ->
     assert not (run_dir / RUN_LOCK_FILE).exists()
 
 
+@pytest.mark.e2e  # a real run killed mid-run and resumed by a second process: ~9 s, in the default run only
 def test_a_holder_killed_mid_run_is_resumed_without_a_manual_step(started_run: Path, tmp_path: Path) -> None:
     run_dir = copy_run(started_run, tmp_path / "run")
     writer = online(run_dir, "--resume", "--steps", "800")
