@@ -203,9 +203,16 @@ def _fields_from_file(path: str, algo: str, resume: bool) -> dict:
     return values
 
 
+def default_dataset_id(env_id: str, policy: str | None) -> str:
+    """The dataset id ``collect`` writes when no ``--out`` is given: ``offline_gitd/ENV/POLICY-v0``
+    (``behaviour-v0`` when the policy is the env's default, dqn or sac)."""
+    return f"offline_gitd/{env_id}/{policy or 'behaviour'}-v0"
+
+
 def _collect_options(args: argparse.Namespace) -> dict:
     """The collect options by config key: ``--config FILE``'s, the flags typed on top, then the
-    defaults; ENV_ID, --steps and --out must come from one of the two."""
+    defaults; ENV_ID and --steps must come from one of the two, and --out defaults to
+    :func:`default_dataset_id`."""
     from offline_gitd.config.files import read_table, refuse_unknown
     from offline_gitd.errors import ConfigError
 
@@ -225,6 +232,8 @@ def _collect_options(args: argparse.Namespace) -> dict:
     options.update({key: value for key, value in typed.items() if value is not None})
     defaults = {collect_key(f): f.default for f in fields if f.default is not dataclasses.MISSING}
     options = {**{key: value for key, value in defaults.items() if value is not None}, **options}
+    if "out" not in options and isinstance(options.get("env"), str):
+        options["out"] = default_dataset_id(options["env"], options.get("policy"))
     for field in fields:
         key = collect_key(field)
         if field.default is dataclasses.MISSING and key not in options:

@@ -212,7 +212,8 @@ class CollectRequest:
     steps: int = collect_option(dataclasses.MISSING, "environment steps to record (required)")
     dataset_id: str = collect_option(
         dataclasses.MISSING,
-        "Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0 (required)",
+        "Minari dataset id, e.g. offline_gitd/LunarLander-v3/dqn-v0 (default: offline_gitd/ENV_ID/POLICY-v0, "
+        "behaviour-v0 for the default policy)",
         key="out",
         flag="--out",
         metavar="OUT",

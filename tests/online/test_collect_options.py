@@ -53,8 +53,15 @@ def test_config_file_then_flags_then_the_request_defaults(tmp_path) -> None:
     args = collect_parser().parse_args(["--config", str(path), "--seed", "5"])
     options = command._collect_options(args)
     assert options == {"env": "CartPole-v1", "steps": 10, "out": "tests/y-v0", "seed": 5, "utd": 0.25, "critic": "td"}
-    with pytest.raises(ConfigError, match="collect needs --out"):
-        command._collect_options(collect_parser().parse_args(["CartPole-v1", "--steps", "3"]))
+    # no --out: the dataset id is made from the env and the policy
+    options = command._collect_options(collect_parser().parse_args(["CartPole-v1", "--steps", "3"]))
+    assert options["out"] == "offline_gitd/CartPole-v1/behaviour-v0"
+    options = command._collect_options(
+        collect_parser().parse_args(["CartPole-v1", "--steps", "3", "--policy", "random"])
+    )
+    assert options["out"] == "offline_gitd/CartPole-v1/random-v0"
+    with pytest.raises(ConfigError, match="collect needs --steps"):
+        command._collect_options(collect_parser().parse_args(["CartPole-v1"]))
     path.write_text("steps = 1.5\n")
     with pytest.raises(ConfigError, match="steps: expected int, got 1.5"):
         command._collect_options(collect_parser().parse_args(["--config", str(path)]))
