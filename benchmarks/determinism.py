@@ -51,10 +51,9 @@ import sys
 from pathlib import Path
 import numpy as np
 import jax
-import orbax.checkpoint as ocp
 from offline_gitd.rundir.checkpoints import Checkpoints
 checkpoints = Checkpoints(Path(sys.argv[1]))
-state = checkpoints.manager.restore(checkpoints.latest(), args=ocp.args.StandardRestore())
+state = checkpoints.restore_as_written(checkpoints.latest())
 leaves = jax.tree_util.tree_leaves_with_path(state)
 np.savez(sys.argv[2], **{jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves})
 """

@@ -71,6 +71,11 @@ class Checkpoints:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         return self.manager.restore(epoch, args=ocp.args.StandardRestore(abstract))
 
+    def restore_as_written(self, epoch: int) -> Any:
+        """Checkpoint ``epoch`` as its files hold it, with no template: for comparing two runs'
+        states (tests, ``benchmarks/determinism.py``) without building the networks that made them."""
+        return self.manager.restore(epoch, args=ocp.args.StandardRestore())
+
     def path(self, epoch: int) -> Path:
         return self.directory / str(epoch)
 

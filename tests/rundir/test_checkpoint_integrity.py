@@ -247,10 +247,8 @@ def train_args(out: Path, epochs: int) -> list[str]:
 
 def final_params(out: Path) -> list[np.ndarray]:
     """The newest checkpoint's arrays, read from the files as written (no template needed)."""
-    import orbax.checkpoint as ocp
-
     checkpoints = Checkpoints(out)
-    restored = checkpoints.manager.restore(checkpoints.latest(), args=ocp.args.StandardRestore())
+    restored = checkpoints.restore_as_written(checkpoints.latest())
     import jax
 
     return [np.asarray(leaf) for leaf in jax.tree.leaves(restored)]
