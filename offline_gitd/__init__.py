@@ -50,12 +50,12 @@ def train(
     Bad input raises :class:`~offline_gitd.errors.UsageError` before anything is written.
     """
     from offline_gitd.config.files import config_from
-    from offline_gitd.gpu_determinism import request_deterministic_gpu
     from offline_gitd.offline.config import OfflineConfig
     from offline_gitd.offline.train import train as train_offline
     from offline_gitd.rundir.flags import Outputs
+    from offline_gitd.xla_start import prepare_xla
 
-    request_deterministic_gpu()  # before the run starts JAX (docs/bounds.md#determinism)
+    prepare_xla()  # before the run starts JAX (docs/bounds.md#determinism, docs/offline.md#seeds)
     cfg = config_from(config, OfflineConfig)
     cfg.check_flags()
     run_dir = train_offline(
@@ -81,12 +81,12 @@ def online(
     (docs/python-api.md#offline-to-online). ``resume`` and ``overwrite`` as for :func:`train`.
     """
     from offline_gitd.config.files import config_from
-    from offline_gitd.gpu_determinism import request_deterministic_gpu
     from offline_gitd.online.config import OnlineConfig
     from offline_gitd.online.train import train as train_online
     from offline_gitd.rundir.flags import Outputs
+    from offline_gitd.xla_start import prepare_xla
 
-    request_deterministic_gpu()
+    prepare_xla()
     if isinstance(config, dict) and config.get("init_from"):  # unset network fields: the offline run's
         from offline_gitd.online.origin import inherit_network
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from offline_gitd.commands import DEBUG_FLAG, build_parser
 from offline_gitd.errors import UsageError
-from offline_gitd.gpu_determinism import request_deterministic_gpu
+from offline_gitd.xla_start import prepare_xla
 
 # A JAX or XLA message can run to pages: the one line keeps the head of an unexpected error's
 # message (--debug shows all); our own UsageError messages are kept whole.
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         args.argv = list(args_list)  # recorded in a run's provenance
-        request_deterministic_gpu()  # before anything starts JAX (docs/bounds.md#determinism)
+        prepare_xla()  # before anything starts JAX (docs/bounds.md#determinism, docs/offline.md#seeds)
         return _run(args) if not debug else int(args.func(args) or 0)
     except UsageError as err:
         if debug:

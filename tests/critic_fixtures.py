@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,6 +25,21 @@ def random_batch(seed: int, batch_size: int = BATCH) -> Batch:
         discount=jnp.asarray(rng.choice([0.0, 0.9, 0.81], size=batch_size), jnp.float32),
         next_obs=jnp.asarray(rng.normal(size=(batch_size, OBS_DIM)), jnp.float32),
         weight=jnp.asarray(rng.uniform(0.2, 1.0, batch_size), jnp.float32),
+    )
+
+
+def discrete_batch(
+    rng: np.random.Generator, lead: tuple[int, ...], obs: Callable[[], np.ndarray], n_actions: int
+) -> Batch:
+    """A host batch with leading axes ``lead`` (e.g. [updates, seeds, batch]): ``obs()`` draws each
+    observation array, actions are uniform, discounts terminal or 0.99, weights one."""
+    return Batch(
+        obs=obs(),
+        action=rng.integers(0, n_actions, lead).astype(np.int32),
+        reward=rng.normal(size=lead).astype(np.float32),
+        discount=rng.choice([0.0, 0.99], size=lead).astype(np.float32),
+        next_obs=obs(),
+        weight=np.ones(lead, np.float32),
     )
 
 

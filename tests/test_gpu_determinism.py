@@ -1,5 +1,6 @@
-"""XLA's deterministic GPU options are asked for before JAX starts, unless the user chose otherwise
-(offline_gitd/gpu_determinism.py, docs/bounds.md#determinism)."""
+"""XLA's deterministic GPU options, and one CPU device per core, are asked for before JAX starts,
+unless the user chose otherwise (offline_gitd/gpu_determinism.py, docs/bounds.md#determinism;
+offline_gitd/cpu_devices.py, docs/offline.md#seeds)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import sys
 
 import pytest
 
+from offline_gitd import cpu_devices
+from offline_gitd.cpu_devices import CHOICE, DEVICE_COUNT_FLAG, request_cpu_devices, usable_cores
+from offline_gitd.errors import UsageError
 from offline_gitd.gpu_determinism import DETERMINISTIC_GPU_FLAGS, OPT_OUT, request_deterministic_gpu
 
 
@@ -62,5 +66,39 @@ def test_the_cli_asks_before_jax_starts_and_provenance_records_it() -> None:
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout.strip().splitlines()[-1])
     assert record["code"] == 0
-    assert record["flags"] == " ".join(DETERMINISTIC_GPU_FLAGS)
+    cores = usable_cores()  # and one CPU device per core (offline_gitd/cpu_devices.py)
+    per_core = [f"{DEVICE_COUNT_FLAG}={cores}"] if cores > 1 else []
+    assert record["flags"] == " ".join([*DETERMINISTIC_GPU_FLAGS, *per_core])
     assert record["device"]["xla_flags"] == record["flags"] and record["device"]["backend"] == "cpu"
+    assert record["device"]["cpu_devices"] == cores
+
+
+# One CPU device per core (offline_gitd/cpu_devices.py): asked for the same way, the user's choice kept.
+@pytest.mark.parametrize(
+    ("environ", "cores", "added"),
+    [
+        ({}, 2, 2),
+        ({"XLA_FLAGS": "-x"}, 8, 8),
+        ({CHOICE: "3"}, 2, 3),  # the user's count
+        ({CHOICE: "1"}, 2, None),  # one device: JAX's default, nothing to add
+        ({}, 1, None),  # one core: nothing to spread the seeds over
+        ({"XLA_FLAGS": f"{DEVICE_COUNT_FLAG}=4"}, 2, None),  # the user's own flag
+        ({"JAX_NUM_CPU_DEVICES": "4"}, 2, None),  # or JAX's own setting
+    ],
+)
+def test_one_cpu_device_per_core_unless_the_user_chose(
+    environ: dict[str, str], cores: int, added: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cpu_devices, "usable_cores", lambda: cores)
+    before = dict(environ)
+    assert request_cpu_devices(environ) == added
+    if added is None:
+        assert environ == before
+    else:
+        assert environ["XLA_FLAGS"].split() == [*before.get("XLA_FLAGS", "").split(), f"{DEVICE_COUNT_FLAG}={added}"]
+
+
+@pytest.mark.parametrize("choice", ["0", "two", "-1", "1.5"])
+def test_a_bad_device_count_is_a_usage_error(choice: str) -> None:
+    with pytest.raises(UsageError, match=CHOICE):
+        request_cpu_devices({CHOICE: choice})

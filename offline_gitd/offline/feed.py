@@ -43,6 +43,7 @@ from offline_gitd.data.episode_store import SegmentedRows
 from offline_gitd.data.random_access import advise_random_access
 from offline_gitd.data.replay import Replay, Sampler, gather_frame_pool
 from offline_gitd.learners.drivers import FrameChunk, make_chunk_runner, make_frame_chunk_runner
+from offline_gitd.learners.seed_groups import cpu_seed_devices, over_devices
 from offline_gitd.offline.host_pools import PoolRing
 
 # auto keeps the store on the device when it takes at most this share of the free memory there
@@ -178,7 +179,9 @@ class ChunkFeed:
         (:meth:`release`) to be refilled once the run's metrics are ready.
         """
         if not self.is_frames:
-            return make_chunk_runner(step, self.driver, seeds, options)
+            run = make_chunk_runner(step, self.driver, seeds, options)
+            devices = cpu_seed_devices(self.driver, seeds)  # the seeds over the cores, where there are several
+            return over_devices(run, devices) if devices else run
         run = make_frame_chunk_runner(
             step, self.driver, self.replay.stack, shared_pool=self.placement == "device", seeds=seeds, options=options
         )

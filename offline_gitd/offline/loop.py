@@ -72,7 +72,7 @@ def run_offline(
     run.start_logs(start_epoch * cfg.steps_per_epoch, seeds)
 
     d4rl = d4rl_reference(data.suite, data.env_name)
-    feed = ChunkFeed(data.replay, cfg.batch_size, choose_driver(cfg.driver, cfg.torso), cfg.frames)
+    feed = ChunkFeed(data.replay, cfg.batch_size, choose_driver(cfg.driver, cfg.torso, chunks=True), cfg.frames)
     run_chunk = feed.runner(family.step, choose_seed_strategy("auto", cfg.torso), choose_compiler_options())
     # acts for every seed at once, each seed's state on that seed's observations [seeds, envs, ...]
     act = jax.jit(jax.vmap(family.act))

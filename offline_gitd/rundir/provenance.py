@@ -56,9 +56,9 @@ def versions() -> dict[str, str | None]:
 
 
 def device() -> dict[str, Any]:
-    """The JAX backend, the kind of its first device (e.g. ``cpu``, ``NVIDIA H100``) and the XLA
-    options the process ran with: on a GPU they say whether the run repeats bit for bit
-    (docs/bounds.md#determinism)."""
+    """The JAX backend, the kind of its first device (e.g. ``cpu``, ``NVIDIA H100``), the number of
+    CPU devices and the XLA options the process ran with: on a GPU they say whether the run repeats
+    bit for bit (docs/bounds.md#determinism)."""
     import jax
 
     devices = jax.devices()
@@ -66,6 +66,8 @@ def device() -> dict[str, Any]:
         "backend": jax.default_backend(),
         "kind": devices[0].device_kind,
         "count": len(devices),
+        # the seeds' groups in the offline loop, one per CPU device (docs/offline.md#seeds)
+        "cpu_devices": len(jax.devices("cpu")),
         "xla_flags": os.environ.get("XLA_FLAGS") or None,
     }
 

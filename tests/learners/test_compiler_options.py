@@ -23,6 +23,7 @@ from offline_gitd.batch import Batch
 from offline_gitd.critics import CriticConfig
 from offline_gitd.learners.drivers import YNNPACK_DOTS_ONLY, choose_compiler_options, make_chunk_runner
 from offline_gitd.learners.family import make_discrete_family
+from tests.critic_fixtures import discrete_batch
 
 SEEDS, UPDATES, BATCH, SIDE, N_ACTIONS = 1, 2, 4, 36, 3
 # the paper's Adam epsilon for Atari keeps near-zero gradients (which sum to a different rounding in each
@@ -58,17 +59,7 @@ def batches(torso: str = "nature") -> list[Batch]:
             return rng.integers(0, 256, (*lead, *OBS_SHAPES[torso]), dtype=np.uint8)
         return rng.normal(size=(*lead, *OBS_SHAPES[torso])).astype(np.float32)
 
-    return [
-        Batch(
-            obs=obs(),
-            action=rng.integers(0, N_ACTIONS, lead).astype(np.int32),
-            reward=rng.normal(size=lead).astype(np.float32),
-            discount=rng.choice([0.0, 0.99], size=lead).astype(np.float32),
-            next_obs=obs(),
-            weight=np.ones(lead, np.float32),
-        )
-        for _ in range(UPDATES)
-    ]
+    return [discrete_batch(rng, lead, obs, N_ACTIONS) for _ in range(UPDATES)]
 
 
 def run(kind: str, options: dict, torso: str = "nature"):
