@@ -11,7 +11,9 @@ For the package's MinAtar CNN (batch 32), the 256x256 MLP (batch 256) and the pa
 uses (offline_gitd/learners/drivers.py) on N seeds as one program on one device, and the same
 runner over groups of seeds, one per CPU device (offline_gitd/learners/seed_groups.py, as
 ``offline_gitd train`` runs it), in interleaved rounds. It prints ms per update, median (best), the
-speed-up, and N seeds over one seed for both. The process asks for one CPU device per core, as the
+speed-up, and N seeds over one seed for both; then the rate of each program in GFLOP/s (XLA's cost
+analysis of one seed's step, times the seeds, over the best time) as a share of an f32 ``jnp.dot``
+peak timed on all cores in the same rounds. The process asks for one CPU device per core, as the
 command line does.
 """
 
@@ -36,6 +38,7 @@ from offline_gitd.learners.drivers import choose_compiler_options, make_chunk_ru
 from offline_gitd.learners.seed_groups import over_devices  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+from seeds import matmul_timer, step_flops  # noqa: E402
 from train_step import SETUPS, make_family, random_batches  # noqa: E402
 
 # label -> (setup, updates per timed call)
@@ -75,6 +78,9 @@ def main() -> None:
     counts = [int(n) for n in args.seeds.split(",")]
     print(f"cores: {os.cpu_count()}, CPU devices: {len(jax.devices('cpu'))}")
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    peak_timer, peak_flops = matmul_timer()
+    peak_times: list[float] = []
+    rates: list[tuple] = []
     for label in args.torsos.split(","):
         setup, chunk = TORSOS[label]
         timers = {}
@@ -86,8 +92,11 @@ def main() -> None:
                     timers[(kind, n, grouped)] = timer(family, setup, n, chunk, grouped)
         times = {key: [] for key in timers}
         for _ in range(args.rounds):
+            peak_times.append(peak_timer())
             for key, run_chunk in timers.items():
                 times[key].append(run_chunk())
+        flops = {kind: step_flops(make_family(kind, setup), setup) for kind in ("td", "gitd")}
+        rates += [(label, *key, flops[key[0]] * key[1] / min(times[key]) / 1e6) for key in timers]
         med = {key: statistics.median(v) for key, v in times.items()}
         print(f"\n{label}: ms per update, median (best) of {args.rounds} interleaved rounds")
         print(f"{'critic':7s}{'seeds':>6s}{'one program':>20s}{'groups':>20s}{'speed-up':>10s}{'x 1 seed':>16s}")
@@ -101,6 +110,12 @@ def main() -> None:
                     f"({min(times[groups]):6.3f}){med[whole] / med[groups]:9.2f}x"
                     f"{med[whole] / one:8.2f}{med[groups] / one:8.2f}"
                 )
+    peak = peak_flops / min(peak_times) / 1e6
+    print(f"\nmatmul peak (f32 1024x1024 jnp.dot, all cores, best of the rounds): {peak:.1f} GFLOP/s")
+    print("GFLOP/s of each program (one seed's step FLOPs x seeds / best time), share of the peak:")
+    for label, kind, n, grouped, rate in rates:
+        program = "groups" if grouped else "one program"
+        print(f"{label:9s}{kind:6s}{n:4d} seeds, {program:12s}{rate:8.1f} GFLOP/s = {rate / peak:4.0%}")
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
