@@ -6,7 +6,7 @@ one vmapped program, whose products (32-256 rows a seed) are too small for XLA t
 the cores: measured on 2 cores, one MinAtar seed's step keeps the second core 60-80% busy and still
 gains only 5% from it (docs/benchmarks.md#the-update-itself). With one device per core the offline
 loop instead runs the seeds in groups, a group per device, concurrently
-(:mod:`offline_gitd.learners.seed_groups`): 1.1-1.8x faster for 5 and 10 seeds on 2 cores, and bit
+(:mod:`offline_gitd.learners.seed_groups`): 1.04-1.81x faster for 5 and 10 seeds on 2 cores, and bit
 for bit the same updates (docs/benchmarks.md#seeds-over-the-cores).
 
 XLA reads ``XLA_FLAGS`` once, when the CPU backend starts, so the entry points (the command line,
