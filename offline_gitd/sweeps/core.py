@@ -203,8 +203,9 @@ def settle_complete(sweep: Sweep, table: StatusTable, stream: TextIO) -> tuple[l
     return todo, damaged
 
 
-def run_entry(plan: RunPlan, paths: SweepPaths, sweep_id: str, gpus: float) -> dict[str, Any]:
-    """The arguments of ``task.execute`` for one grid run: every backend makes exactly this call."""
+def run_entry(plan: RunPlan, paths: SweepPaths, sweep_id: str, gpus: float, cpus: float = 1) -> dict[str, Any]:
+    """The arguments of ``task.execute`` for one grid run: every backend makes exactly this call.
+    ``cpus``: the cores the spec gives each run, which its seeds spread over (docs/offline.md#seeds)."""
     return {
         "name": plan.name,
         "argv": list(plan.argv),
@@ -212,6 +213,7 @@ def run_entry(plan: RunPlan, paths: SweepPaths, sweep_id: str, gpus: float) -> d
         "sweep_id": sweep_id,
         "gpus": gpus,
         "resumable": True,
+        "cpus": cpus,
     }
 
 

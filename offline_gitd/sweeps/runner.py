@@ -235,7 +235,7 @@ def _run_grid(
         while pending or inflight:
             while pending and (max_parallel is None or len(inflight) < max_parallel):
                 plan = pending.popleft()
-                inflight[task.remote(**run_entry(plan, sweep.paths, sweep_id, resources.gpus))] = plan
+                inflight[task.remote(**run_entry(plan, sweep.paths, sweep_id, resources.gpus, resources.cpus))] = plan
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_SECONDS)
             for plan in inflight.values():
                 show_running(sweep, plan, sweep_id, table)

@@ -275,7 +275,7 @@ def _submit(
         submitted += [Tracked(entry["name"], f"{array}_{i}", sweep_id, None) for i, entry in enumerate(collect)]
         _record(layout, jobs, submitted)
         table.line(f"submitted job array {array}: {len(collect)} datasets to collect if absent ({script})")
-    grid = [("execute", run_entry(plan, sweep.paths, sweep_id, gpus)) for plan in submit]
+    grid = [("execute", run_entry(plan, sweep.paths, sweep_id, gpus, sweep.spec.resources.cpus)) for plan in submit]
     script = _write_array(sweep, options, layout, "grid", sweep_id, grid)
     array = sbatch(script, dependency)
     submitted += [Tracked(plan.name, f"{array}_{i}", sweep_id, plan) for i, plan in enumerate(submit)]

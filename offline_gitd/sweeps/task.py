@@ -37,13 +37,22 @@ from offline_gitd.sweeps.state import SweepPaths, now, read_state, update_state
 CONFIG_FILE = "config.json"
 
 
-def _device_settings(gpus: float) -> None:
+def _device_settings(gpus: float, cpus: float = 1) -> None:
     """Keep a CPU-only task off the GPU, and a GPU-fraction task inside its share of memory
-    (JAX otherwise preallocates 75% of the card in every process that shares it)."""
+    (JAX otherwise preallocates 75% of the card in every process that shares it); then ask XLA for
+    what the command line asks for (:func:`~offline_gitd.xla_start.prepare_xla`), with one CPU device
+    per core the spec gives the run (``[resources] cpus``), not per core of the node, which the
+    node's other runs share. Too late in a reused worker whose JAX already started: the first
+    task's settings stand, and every task of a sweep asks for the same."""
+    from offline_gitd.cpu_devices import CHOICE
+    from offline_gitd.xla_start import prepare_xla
+
     if gpus <= 0:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     elif gpus < 1:
         os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 * gpus:.3f}")
+    os.environ.setdefault(CHOICE, str(max(1, int(cpus))))
+    prepare_xla()
 
 
 def _last_line(text: str) -> str:
@@ -88,13 +97,15 @@ def run_command(argv: list[str], log: Path) -> str | None:
     return None
 
 
-def execute(name: str, argv: list[str], root: str, sweep_id: str, gpus: float, resumable: bool) -> dict[str, Any]:
+def execute(
+    name: str, argv: list[str], root: str, sweep_id: str, gpus: float, resumable: bool, cpus: float = 1
+) -> dict[str, Any]:
     """Run one sweep entry (a grid run, or a dataset to collect) and record what happened.
 
     ``resumable`` entries are run directories: ``--out`` and ``--resume`` are added here, where
     the run directory is seen, so a retried task resumes what its lost attempt started.
     """
-    _device_settings(gpus)
+    _device_settings(gpus, cpus)
     paths = SweepPaths(Path(root))
     previous = read_state(paths.state(name))
     retried = previous.get("status") == "running" and previous.get("sweep_id") == sweep_id
