@@ -148,7 +148,8 @@ def evaluate(
     is the offline Atari protocol); continuous actions must use ``epsilon=0``. An episode that
     hits its env's step cap (truncation) counts the return collected so far. Episode ``i`` is
     reset with a seed and uses an exploration RNG derived from ``(seed, i)`` alone, so the returns
-    are deterministic given ``seed`` and a deterministic ``policy_fn``, whatever ``num_envs`` (each episode starts as in a new env: offline_gitd/envs/carry.py).
+    are deterministic given ``seed`` and a deterministic ``policy_fn``, whatever ``num_envs`` (each
+    episode starts as in a new env: offline_gitd/envs/carry.py).
     Build ``env_fn`` without reward clipping so that the returns are game scores.
     """
     return evaluate_policies(

@@ -75,8 +75,8 @@ def choose_driver(requested: str, torso: str, backend: str | None = None, *, chu
     The MinAtar torso computes its convolution as patches times a matrix on the CPU
     (:mod:`offline_gitd.networks.conv`), so its step has no XLA convolution to keep out of a scan
     body: scanned over an offline chunk it ran 1.03-1.37x faster for 1 and 5 seeds than called once
-    per update (docs/benchmarks.md#the-update-itself). The online loop runs one update per env step, where the
-    scan gains nothing and stacking its one batch on the host every step cost 3-8%.
+    per update (docs/benchmarks.md#the-update-itself). The online loop runs one update per env step,
+    where the scan gains nothing and stacking its one batch on the host every step cost 3-8%.
     """
     if requested != "auto":
         return requested

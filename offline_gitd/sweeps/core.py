@@ -203,7 +203,7 @@ def settle_complete(sweep: Sweep, table: StatusTable, stream: TextIO) -> tuple[l
     return todo, damaged
 
 
-def run_entry(plan: RunPlan, paths: SweepPaths, sweep_id: str, gpus: float, cpus: float = 1) -> dict[str, Any]:
+def run_entry(plan: RunPlan, paths: SweepPaths, sweep_id: str, gpus: float, cpus: float) -> dict[str, Any]:
     """The arguments of ``task.execute`` for one grid run: every backend makes exactly this call.
     ``cpus``: the cores the spec gives each run, which its seeds spread over (docs/offline.md#seeds)."""
     return {
@@ -237,6 +237,7 @@ def collect_entries(
             "sweep_id": sweep_id,
             "dataset_id": step.out,
             "data_dir": spec.data_dir,
+            "cpus": spec.resources.cpus,  # as a run's: the first task of a reused worker sets its devices
         }
         for step in (spec.collect if steps is None else steps)
     ]

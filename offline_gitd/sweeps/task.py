@@ -37,7 +37,7 @@ from offline_gitd.sweeps.state import SweepPaths, now, read_state, update_state
 CONFIG_FILE = "config.json"
 
 
-def _device_settings(gpus: float, cpus: float = 1) -> None:
+def _device_settings(gpus: float, cpus: float) -> None:
     """Keep a CPU-only task off the GPU, and a GPU-fraction task inside its share of memory
     (JAX otherwise preallocates 75% of the card in every process that shares it); then ask XLA for
     what the command line asks for (:func:`~offline_gitd.xla_start.prepare_xla`), with one CPU device
@@ -162,11 +162,11 @@ def _run_entry(
 
 
 def collect_dataset(
-    name: str, argv: list[str], root: str, sweep_id: str, dataset_id: str, data_dir: str | None
+    name: str, argv: list[str], root: str, sweep_id: str, dataset_id: str, data_dir: str | None, cpus: float = 1
 ) -> dict[str, Any]:
     """A ``[[collect]]`` entry: record the dataset unless the node already sees it in its data
     root (collected by an earlier sweep, or by hand), which counts as done."""
-    _device_settings(0)
+    _device_settings(0, cpus)
     import minari
 
     from offline_gitd.data.paths import use_minari_root
@@ -179,7 +179,7 @@ def collect_dataset(
     # An attempt that died before writing the dataset leaves a partial behaviour run; recording
     # starts again from step 0 (a dataset is the whole replay of one run), so it is cleared.
     shutil.rmtree(SweepPaths(Path(root)).run_dir(name), ignore_errors=True)
-    return execute(name, argv, root, sweep_id, 0, resumable=False)
+    return execute(name, argv, root, sweep_id, 0, resumable=False, cpus=cpus)
 
 
 ENTRY_POINTS = {"execute": execute, "collect_dataset": collect_dataset}

@@ -15,9 +15,11 @@ import pytest
 from offline_gitd.cpu_devices import CHOICE, DEVICE_COUNT_FLAG
 from offline_gitd.gpu_determinism import DETERMINISTIC_GPU_FLAGS
 from offline_gitd.sweeps import task
-from offline_gitd.sweeps.core import run_entry
-from offline_gitd.sweeps.spec import RunPlan
+from offline_gitd.sweeps.core import collect_entries, run_entry
+from offline_gitd.sweeps.spec import RunPlan, load_spec
 from offline_gitd.sweeps.state import SweepPaths
+
+SPECS = Path(__file__).resolve().parents[2] / "sweeps"
 
 
 def test_a_run_entry_carries_the_specs_cpus_and_execute_takes_them(tmp_path: Path) -> None:
@@ -25,6 +27,14 @@ def test_a_run_entry_carries_the_specs_cpus_and_execute_takes_them(tmp_path: Pat
     entry = run_entry(plan, SweepPaths(tmp_path), "sweep", gpus=0.0, cpus=3)
     assert entry["cpus"] == 3
     inspect.signature(task.execute).bind(**entry)  # every backend makes exactly this call
+
+
+def test_a_collect_entry_carries_the_specs_cpus_too(tmp_path: Path) -> None:
+    # the first task a reused worker runs sets its devices, whether it records a dataset or trains
+    spec = load_spec(SPECS / "minatar_offline.toml")
+    (entry, *_) = collect_entries(spec, SweepPaths(tmp_path), "sweep")
+    assert entry["cpus"] == spec.resources.cpus
+    inspect.signature(task.collect_dataset).bind(**entry)
 
 
 @pytest.mark.parametrize(("cpus", "users", "asked"), [(4, None, "4"), (0.5, None, "1"), (4, "2", "2")])
