@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,6 +97,7 @@ def load(
         raise SchemaError(f"{board}: the board has no rows yet")
     frame = filter_rows(to_frame(rows), envs, (), None).reset_index(drop=True)
     frame["method"] = method_keys(frame)
+    warn_pooling(frame)
     key = resolve_baseline(frame, baseline)
     frame = filter_rows(frame, (), methods, key).reset_index(drop=True)
     normalisers = choose_normalisers(frame, how, read_references(board))
@@ -112,6 +114,15 @@ def load(
     else:
         scored = normalise(frame, how, key, normalisers=normalisers)
     return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged)
+
+
+def warn_pooling(frame: pd.DataFrame) -> None:
+    """A line on stderr for each config the board pools over two recordings or whose seeds come
+    from two runs (:mod:`~offline_gitd.leaderboard.identity`), whatever the output format."""
+    from offline_gitd.leaderboard.identity import pooling_warnings
+
+    for line in pooling_warnings(frame):
+        print(f"offline_gitd: warning: {text_safe(line)}", file=sys.stderr, flush=True)
 
 
 def load_scored(

@@ -58,12 +58,32 @@ FINAL_EPISODES = 10
 
 def _code_version() -> str:
     """Package version and, from a git checkout, the commit (``+dirty`` with local changes)."""
-    from offline_gitd.rundir.provenance import git_commit
+    from offline_gitd.rundir.provenance import describe_commit, git_commit
 
     git = git_commit()
-    if git is None:
+    if not git.get("commit"):
         return f"offline_gitd {__version__}"
-    return f"offline_gitd {__version__} (git {git['commit'][:7]}{'+dirty' if git['dirty'] else ''})"
+    return f"offline_gitd {__version__} (git {describe_commit(git)})"
+
+
+def code_record(made_by: dict[str, Any]) -> dict[str, str]:
+    """What code and device recorded the data, as metadata keys (the board row's columns of what
+    made it, docs/leaderboard.md#what-made-a-row): ``code_commit`` (empty without a checkout, with
+    ``code_commit_reason`` saying why), ``code_dirty`` (``true``/``false``), ``code_diff_sha256``
+    (SHA-256 of ``git diff HEAD`` when dirty), ``code_version`` and ``collected_on`` (``cpu`` or
+    the accelerator's model). Taken from the behaviour run's own provenance (its ``config.json``)."""
+    from offline_gitd.rundir.provenance import row_facts
+
+    facts = row_facts(made_by)
+    git = made_by.get("git") or {}
+    return {
+        "code_version": __version__,
+        "code_commit": facts["commit"],
+        "code_dirty": facts["dirty"],
+        "code_diff_sha256": facts["diff_sha256"],
+        "code_commit_reason": str(git.get("reason") or ""),
+        "collected_on": facts["device"],
+    }
 
 
 def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
@@ -281,7 +301,8 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
             ),
             **scores,
         )
-        minari.load_dataset(request.dataset_id).storage.update_metadata(behaviour)
+        made_by = json.loads((run_dir / "config.json").read_text())["provenance"]
+        minari.load_dataset(request.dataset_id).storage.update_metadata({**behaviour, **code_record(made_by)})
         collector.close()
         if request.checkpoint_every is not None:
             _record_checkpoints(request.dataset_id, request.checkpoint_every)
