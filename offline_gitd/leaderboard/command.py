@@ -1,4 +1,4 @@
-"""``offline_gitd leaderboard submit|show|plot|html`` (docs/leaderboard.md).
+"""``offline_gitd leaderboard submit|show|plot|html|compare`` (docs/leaderboard.md).
 
 Handlers import pandas, rliable and matplotlib lazily so ``offline_gitd --help`` stays instant.
 """
@@ -120,7 +120,7 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``leaderboard`` and its four subcommands."""
+    """Add ``leaderboard`` and its five subcommands."""
     parser = subparsers.add_parser(
         "leaderboard",
         help="submit run results to a board; summarise, plot and publish it",
@@ -214,6 +214,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_analysis_options(page)
     page.add_argument("--out", type=Path, required=True, help="directory for index.html")
     page.set_defaults(func=run_html)
+
+    side = commands.add_parser(
+        "compare",
+        help="two boards' samples side by side (e.g. the same configs on CPU and GPU), never pooled",
+        description="Set two boards side by side per env and config both hold (same config hash): each board's "
+        "mean final return with its 95%% bootstrap interval over its own seeds, and its own two-sided permutation "
+        "test against its own baseline. The boards are not pooled: same-numbered seeds on two devices share their "
+        "initialisation and batches, so they are not independent samples.",
+        epilog="example:\n  offline_gitd leaderboard compare --board leaderboards/minatar_offline/board.csv "
+        "--label CPU --board leaderboards/minatar_offline/gpu/board.csv --label H100 --format markdown",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    side.add_argument(
+        "--board", dest="boards", type=Path, action="append", required=True, help="a board CSV; give it twice"
+    )
+    side.add_argument(
+        "--label", dest="labels", action="append", default=[], help="a name per board, in order (default: the paths)"
+    )
+    side.add_argument(
+        "--baseline",
+        default=DEFAULT_BASELINE,
+        help="each board's p values are against its own baseline (default %(default)s)",
+    )
+    side.add_argument("--reps", type=_reps, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)")
+    side.add_argument("--seed", type=_seed, default=0, help="seed of the bootstrap and of the tests (default 0)")
+    side.add_argument("--env", dest="envs", action="append", default=[], metavar="PATTERN", help="only these envs")
+    side.add_argument(
+        "--method", dest="methods", action="append", default=[], metavar="PATTERN", help="only these methods"
+    )
+    side.add_argument("--format", choices=("table", "markdown"), default="table", help="output format")
+    side.set_defaults(func=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.compare import compare
+
+    print(compare(args.boards, args.labels, args.baseline, args.format, args.reps, args.seed, args.envs, args.methods))
+    return 0
 
 
 def run_submit(args: argparse.Namespace) -> int:
