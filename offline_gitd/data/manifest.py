@@ -34,6 +34,10 @@ REFERENCE_KEYS = (
     "num_episodes_average_score",
     "checkpoint_every",
     "checkpoint_returns",
+    # the final policy at the runs' evaluation protocol (collect records it, docs/datasets.md#collecting-datasets)
+    "behaviour_eval_score",
+    "behaviour_eval_episodes",
+    "behaviour_eval_epsilon",
 )
 
 

@@ -99,6 +99,9 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
     if request.checkpoint_every is not None and request.checkpoint_every < 1:
         raise UsageError(f"--checkpoint-every must be >= 1, got {request.checkpoint_every}")
     check_range("--seed", request.seed, 0, 2**31 - 1)
+    check_range("--reference-episodes", request.reference_episodes, 0, 10**6)
+    if not 0.0 <= request.reference_epsilon <= 1.0:
+        raise UsageError(f"--reference-epsilon must be in [0, 1], got {request.reference_epsilon}")
     if request.critic not in critic_names():
         raise UsageError(f"unknown --critic {request.critic!r}; choose one of {', '.join(critic_names())}")
     try:
@@ -156,6 +159,31 @@ def _final_return(run_dir: Path) -> float:
     return float(np.mean(returns[-FINAL_EPISODES:]))
 
 
+def evaluation_reference(run_dir: Path, episodes: int, epsilon: float, seed: int) -> dict[str, Any]:
+    """The behaviour agent's final policy (its last checkpoint) evaluated over ``episodes``
+    episodes, as metadata keys: ``behaviour_eval_score`` (the mean return), ``_std``,
+    ``_episodes``, ``_epsilon`` (0 for continuous actions, which take no epsilon) and ``_step``
+    (the env step of the checkpoint). The runs trained on the data are evaluated at epsilon 0.001
+    (docs/reproducing.md#evaluation-protocol), the data's own training return at its exploration
+    epsilon (0.1 on MinAtar): this is the behaviour agent measured as the runs are."""
+    from offline_gitd.envs.make import evaluate
+    from offline_gitd.trained import Run
+
+    agent = Run(run_dir).agent()
+    probe = agent.make_env(seed)
+    discrete = isinstance(probe.action_space, gym.spaces.Discrete)
+    probe.close()
+    used = float(epsilon) if discrete else 0.0
+    returns = evaluate(agent.batch_policy(agent.seeds[0]), lambda: agent.make_env(seed), episodes, seed, used)
+    return {
+        "behaviour_eval_score": float(np.mean(returns)),
+        "behaviour_eval_score_std": float(np.std(returns)),
+        "behaviour_eval_episodes": int(episodes),
+        "behaviour_eval_epsilon": used,
+        "behaviour_eval_step": int(agent.checkpoint),
+    }
+
+
 # How each behaviour agent acts once its initial random samples are done (docs/online.md).
 EXPLORATION = {"dqn": "epsilon-greedy", "sac": "sampled from its stochastic policy"}
 
@@ -184,6 +212,7 @@ def describe_collection(
     references: Sequence[str],
     code_version: str,
     config: dict[str, Any],
+    evaluated: dict[str, Any] | None = None,
 ) -> str:
     """The dataset's ``description``: which policy acted, whether and how much it trained, and
     which reference scores are written, from the facts in ``record`` (:func:`behaviour_record`)
@@ -220,6 +249,12 @@ def describe_collection(
         refs = "No reference scores are written: a random policy's own return would be both ends."
     else:
         refs = "No reference scores are written."
+    if evaluated:
+        refs += (
+            f" behaviour_eval_score: the behaviour agent's final policy's mean return over "
+            f"{evaluated['behaviour_eval_episodes']} episodes at epsilon {evaluated['behaviour_eval_epsilon']:g}, "
+            "as the runs trained on the data are evaluated."
+        )
     return f"{what} Collected by {code_version}. {refs} Config: {json.dumps(config, sort_keys=True)}"
 
 
@@ -276,6 +311,11 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
                 "ref_max_score": _final_return(run_dir),
                 "num_episodes_average_score": REFERENCE_EPISODES,
             }
+        evaluated: dict[str, Any] = {}
+        if policy != "random" and request.reference_episodes:
+            evaluated = evaluation_reference(
+                run_dir, request.reference_episodes, request.reference_epsilon, request.seed
+            )
         if request.overwrite and request.dataset_id in minari.list_local_datasets():
             minari.delete_dataset(request.dataset_id)
         name = (
@@ -298,11 +338,14 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
                 references=list(scores),
                 code_version=_code_version(),
                 config=config,
+                evaluated=evaluated,
             ),
             **scores,
         )
         made_by = json.loads((run_dir / "config.json").read_text())["provenance"]
-        minari.load_dataset(request.dataset_id).storage.update_metadata({**behaviour, **code_record(made_by)})
+        minari.load_dataset(request.dataset_id).storage.update_metadata(
+            {**behaviour, **code_record(made_by), **evaluated}
+        )
         collector.close()
         if request.checkpoint_every is not None:
             _record_checkpoints(request.dataset_id, request.checkpoint_every)

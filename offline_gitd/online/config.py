@@ -250,6 +250,18 @@ class CollectRequest:
         "behaviour agent: updates per env step, an integer or 1/n (default: the env's table)",
         parse=parse_ratio,
     )
+    # The behaviour agent's final policy evaluated the way the offline runs are (docs/datasets.md#collecting-datasets):
+    # a reference at the evaluation protocol beside its training return.
+    reference_episodes: int = collect_option(
+        100,
+        "evaluate the behaviour agent's final policy over N episodes at --reference-epsilon once it is recorded, "
+        "kept in the dataset as behaviour_eval_score (0: skip; default: 100)",
+        metavar="N",
+    )
+    reference_epsilon: float = collect_option(
+        0.001,
+        "epsilon of that evaluation for discrete actions, the offline runs' evaluation epsilon (default: 0.001)",
+    )
     overwrite: bool = collect_option(False, "replace an existing local dataset with this id", in_file=False)
 
 
