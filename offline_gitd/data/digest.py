@@ -7,9 +7,9 @@ where config hash and digest both match.
 
 For a Minari dataset the digest is the one dataset manifests record (:func:`offline_gitd.data.manifest.content_digest`,
 docs/datasets.md#manifests), so a row can be checked against ``datasets/*.json`` directly. Reading
-a gigabyte of episodes takes a while, so the digest is kept beside the data root
-(``digests/minari/ID.json``) with the dataset's directory and the size and modification time of
-each of its files, and computed again only when one of them changed. For RL Unplugged the shards are verified against
+a gigabyte of episodes takes a while, so the digest is kept in the dataset's directory
+(:data:`DIGEST_FILE`, beside its ``data/``) with the size and modification time of each of its data
+files, and computed again only when one of them changed; a read-only dataset is digested each time. For RL Unplugged the shards are verified against
 their lock file as they are fetched; the digest is the SHA-256 over the checkpoints' shard names
 and their verified SHA-256s.
 """
@@ -25,14 +25,14 @@ from typing import Any
 
 from offline_gitd.data.paths import data_root, minari_datasets_dir
 
-DIGEST_DIR = "digests"
+DIGEST_FILE = "offline_gitd-content-digest.json"
 
 
 def _files_stamp(dataset_dir: Path) -> dict[str, list[int]]:
-    """``{relative path: [size, mtime_ns]}`` of every file of a dataset directory but its
+    """``{relative path: [size, mtime_ns]}`` of every file of a dataset's ``data/`` but its
     ``metadata.json``, which changes without the transitions (references added after recording)."""
     stamp = {}
-    for path in sorted(dataset_dir.rglob("*")):
+    for path in sorted((dataset_dir / "data").rglob("*")):
         if path.is_file() and path.name != "metadata.json":
             info = path.stat()
             stamp[path.relative_to(dataset_dir).as_posix()] = [info.st_size, info.st_mtime_ns]
@@ -40,7 +40,7 @@ def _files_stamp(dataset_dir: Path) -> dict[str, list[int]]:
 
 
 def _cache_path(dataset_id: str, data_dir: str | None) -> Path:
-    return data_root(data_dir) / DIGEST_DIR / "minari" / f"{dataset_id}.json"
+    return minari_datasets_dir(data_dir) / dataset_id / DIGEST_FILE
 
 
 def minari_digest(dataset_id: str, data_dir: str | None = None, dataset: Any = None) -> str:
@@ -51,14 +51,16 @@ def minari_digest(dataset_id: str, data_dir: str | None = None, dataset: Any = N
     cache = _cache_path(dataset_id, data_dir)
     try:
         kept = json.loads(cache.read_text())
-        same = kept.get("files") == stamp and kept.get("directory") == str(dataset_dir.absolute())
-        if same and isinstance(kept.get("sha256"), str):
+        if kept.get("files") == stamp and isinstance(kept.get("sha256"), str):
             return str(kept["sha256"])
     except (OSError, ValueError, AttributeError):
         pass
     if dataset is None:
         import minari
 
+        from offline_gitd.data.paths import use_minari_root
+
+        use_minari_root(data_dir)
         dataset = minari.load_dataset(dataset_id)
     from offline_gitd.data.manifest import FIELDS, content_digest
 
@@ -71,12 +73,11 @@ def minari_digest(dataset_id: str, data_dir: str | None = None, dataset: Any = N
 
 def remember_minari_digest(dataset_id: str, data_dir: str | None, sha256: str) -> None:
     """Keep ``sha256`` as the digest of the dataset's files as they are now (best effort: a
-    read-only data root only means the digest is computed again next time)."""
+    read-only dataset only means the digest is computed again next time)."""
     cache = _cache_path(dataset_id, data_dir)
     dataset_dir = minari_datasets_dir(data_dir) / dataset_id
-    kept = {"sha256": sha256, "directory": str(dataset_dir.absolute()), "files": _files_stamp(dataset_dir)}
+    kept = {"sha256": sha256, "files": _files_stamp(dataset_dir)}
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
         temp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
         temp.write_text(json.dumps(kept, sort_keys=True))
         os.replace(temp, cache)

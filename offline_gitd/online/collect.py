@@ -166,21 +166,45 @@ def evaluation_reference(run_dir: Path, episodes: int, epsilon: float, seed: int
     (the env step of the checkpoint). The runs trained on the data are evaluated at epsilon 0.001
     (docs/reproducing.md#evaluation-protocol), the data's own training return at its exploration
     epsilon (0.1 on MinAtar): this is the behaviour agent measured as the runs are."""
-    from offline_gitd.envs.make import evaluate
-    from offline_gitd.trained import Run
+    import jax
+    import jax.numpy as jnp
 
-    agent = Run(run_dir).agent()
-    probe = agent.make_env(seed)
-    discrete = isinstance(probe.action_space, gym.spaces.Discrete)
-    probe.close()
-    used = float(epsilon) if discrete else 0.0
-    returns = evaluate(agent.batch_policy(agent.seeds[0]), lambda: agent.make_env(seed), episodes, seed, used)
+    from offline_gitd.online.env_info import make_online_env
+    from offline_gitd.online.train import build_family
+    from offline_gitd.rundir.checkpoints import Checkpoints
+    from offline_gitd.rundir.files import config_from_record, read_config
+
+    # the final policy, restored as `offline_gitd evaluate` restores an online run's (offline_gitd/trained.py)
+    cfg = config_from_record(OnlineConfig, run_dir, read_config(run_dir)["config"])
+    info = inspect_env(cfg.env, cfg.algo)
+    family = build_family(cfg, info)
+    step = Checkpoints(run_dir).latest()
+    if step is None:
+        raise UsageError(f"the behaviour agent saved no checkpoint in {run_dir}: nothing to evaluate")
+    if cfg.loop == "compiled":
+        from offline_gitd.online.compiled_run import restore_learner
+
+        state = restore_learner(run_dir, step, cfg, family)
+    else:
+        like = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.asarray(cfg.seed_list)))
+        state = Checkpoints(run_dir).restore(step, like)
+    state = jax.tree.map(lambda x: x[0], state)  # the one seed a recording has
+    act, key, flatten = jax.jit(family.act), jax.random.PRNGKey(cfg.seed_list[0]), not (info.frames or info.images)
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs)
+        if flatten:
+            obs = obs.reshape(len(obs), -1).astype(np.float32)
+        return np.asarray(act(state, jnp.asarray(obs), key))
+
+    used = float(epsilon) if info.spaces.action_kind == "discrete" else 0.0
+    returns = evaluate(policy, lambda: make_online_env(cfg, info, seed), episodes, seed, used)
     return {
         "behaviour_eval_score": float(np.mean(returns)),
         "behaviour_eval_score_std": float(np.std(returns)),
         "behaviour_eval_episodes": int(episodes),
         "behaviour_eval_epsilon": used,
-        "behaviour_eval_step": int(agent.checkpoint),
+        "behaviour_eval_step": int(step),
     }
 
 

@@ -179,7 +179,7 @@ class BoardCheck:
 
     def data_digest(self, dataset: str) -> str | None:
         """The content digest of ``dataset`` where it is here (what the run will record), else
-        ``None``; computed once per sweep pass, and kept beside the data (offline_gitd.data.digest)."""
+        ``None``; computed once per sweep pass, and kept in the dataset's directory (offline_gitd.data.digest)."""
         if dataset not in self.digests:
             from offline_gitd.data.datasets import open_dataset
             from offline_gitd.data.digest import dataset_digest

@@ -166,3 +166,28 @@ def test_without_the_dataset_here_the_config_hash_alone_decides(tmp_path: Path) 
     paths.root.mkdir()
     board_of(paths.root / "board.csv", expected.config_hash, "c" * 64)
     assert action(paths, plan, check) == ON_BOARD
+
+
+def test_the_digest_is_kept_in_the_dataset_until_its_data_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import minari
+
+    from offline_gitd.data.digest import DIGEST_FILE
+
+    data = tmp_path / "data"
+    record(data, 0, monkeypatch)
+    true = minari_digest(DATASET, str(data))
+    kept = data / "minari" / DATASET / DIGEST_FILE
+    record_of = json.loads(kept.read_text())
+    assert record_of["sha256"] == true and list(record_of["files"]) == ["data/main_data.hdf5"]
+    kept.write_text(json.dumps({**record_of, "sha256": "f" * 64}))  # what is kept is what is read
+    assert minari_digest(DATASET, str(data)) == "f" * 64
+    hdf5 = data / "minari" / DATASET / "data" / "main_data.hdf5"
+    os.utime(hdf5, ns=(hdf5.stat().st_atime_ns, hdf5.stat().st_mtime_ns + 1))  # the data file changed
+    assert minari_digest(DATASET, str(data)) == true
+    with monkeypatch.context() as patch:  # minari still lists and loads the dataset
+        patch.setenv("MINARI_DATASETS_PATH", str(data / "minari"))
+        assert DATASET in minari.list_local_datasets() and minari.load_dataset(DATASET).total_steps == 200
