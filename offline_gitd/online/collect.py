@@ -317,6 +317,8 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
         initial_samples=request.steps if policy == "random" else None,
         epsilon_steps=request.epsilon_steps,
         utd=request.utd,
+        # the dataset is what the Python loop's gymnasium env records (minari.DataCollector wraps it)
+        loop="python",
     )
     collectors: list[Any] = []
 

@@ -164,6 +164,8 @@ def config_from_record(cls: type, run_dir: Path, saved: Mapping[str, Any]) -> An
     """``cls(**saved)`` for a config read from a run directory, its flags checked: a field the
     package does not know, or a value out of its range (``seeds`` 0-10**9), is one line."""
     names = {f.name for f in dataclasses.fields(cls)}
+    # a field the record predates takes the value it had then, where today's default differs
+    saved = {**getattr(cls, "RECORDED_BEFORE", {}), **saved}
     unknown = sorted(set(saved) - names)
     if unknown:
         raise UsageError(f"{run_dir / CONFIG_FILE} has a field this version does not know: {unknown[0]!r}")
