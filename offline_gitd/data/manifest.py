@@ -39,6 +39,10 @@ REFERENCE_KEYS = (
     "behaviour_eval_episodes",
     "behaviour_eval_epsilon",
 )
+# What code and device recorded the data (collect's metadata, docs/datasets.md#collecting-datasets):
+# kept in the manifest, which is committed where the data is not; not compared by --check, since the
+# same content can come from another commit.
+CODE_KEYS = ("code_version", "code_commit", "code_dirty", "code_diff_sha256", "code_commit_reason", "collected_on")
 
 
 def _update(digest: Any, array: np.ndarray) -> None:
@@ -85,6 +89,7 @@ def describe(dataset_id: str, path: Path, dataset: Any) -> dict[str, Any]:
         "sha256": content_digest(_episodes(dataset)),
         "references": {key: metadata[key] for key in REFERENCE_KEYS if key in metadata},
         "recorded_by": metadata.get("description", "").split(" Config: ")[0],
+        **({"recorded_with": code} if (code := {key: metadata[key] for key in CODE_KEYS if key in metadata}) else {}),
     }
 
 

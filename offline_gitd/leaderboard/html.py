@@ -74,13 +74,18 @@ dt { font-weight: 600; } dd { margin: 0; font-family: monospace; }
 
 def board_provenance(board: Path, rows: int, envs: Sequence[str] = (), methods: Sequence[str] = ()) -> dict[str, str]:
     """What identifies the board a page was made from: its file name and sha256, never its
-    local path (a published page must not reveal the author's directories), and the filters."""
+    local path (a published page must not reveal the author's directories), the filters, and the
+    commits, data digests and devices its rows record (docs/leaderboard.md#what-made-a-row)."""
+    from offline_gitd.leaderboard.identity import made_by_summary
+    from offline_gitd.leaderboard.schema import read_rows
+
     chosen = {"envs": ", ".join(envs), "methods": ", ".join(methods)}
     return {
         "board": board.name,
         **{key: value for key, value in chosen.items() if value},
         "sha256": hashlib.sha256(board.read_bytes()).hexdigest(),
         "rows": str(rows),
+        **made_by_summary([row for _, row in read_rows(board)]),
         "package version": f"offline_gitd {__version__}",
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

@@ -15,7 +15,10 @@ digests, devices and run ids, so no statistic silently rests on it. Pure: frame 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from offline_gitd.leaderboard.schema import ResultRow
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,3 +79,25 @@ def pooling_warnings(frame: pd.DataFrame) -> list[str]:
             f"{repeats[1][1]}, ...; devices: {', '.join(devices)}); {SAME_SEEDS}"
         )
     return lines
+
+
+def made_by_summary(rows: Sequence[ResultRow]) -> dict[str, str]:
+    """The commits (``+dirty`` where so), data digests and devices a board's rows record, each
+    with its row count, unknown ones as ``not recorded``: the page's account of what made it."""
+    from collections import Counter
+
+    def tally(values: Counter[str]) -> str:
+        known = sorted((value, count) for value, count in values.items() if value)
+        parts = [f"{value} ({count} rows)" for value, count in known]
+        if values.get("", 0):
+            parts.append(f"not recorded ({values['']} rows)")
+        return "; ".join(parts)
+
+    commits = Counter(
+        f"{row.commit[:12]}{'+dirty' if row.dirty == 'true' else ''}" if row.commit else "" for row in rows
+    )
+    return {
+        "commits": tally(commits),
+        "data digests": tally(Counter(row.data_sha256[:12] for row in rows)),
+        "devices": tally(Counter(row.device for row in rows)),
+    }

@@ -139,3 +139,15 @@ def test_show_warns_of_one_config_over_two_digests_and_of_a_seed_from_two_runs(
     assert main(["leaderboard", "show", "--board", str(board), "--normalise", "baseline"]) == 0
     err = capsys.readouterr().err
     assert err.count("offline_gitd: warning:") == 1 and "come from 2 runs" in err
+
+
+def test_the_html_page_says_which_commits_data_and_devices_made_the_rows(tmp_path: Path) -> None:
+    from offline_gitd.leaderboard.html import board_provenance
+
+    board = tmp_path / "board.csv"
+    made = add_cells(run(tmp_path, "a"), commit=COMMIT, dirty="true", diff_sha256=D2, data_sha256=D1, device="cpu")
+    submit([made, run(tmp_path, "old", seed=1)], board, allow_new_env=False)
+    facts = board_provenance(board, 4)
+    assert facts["commits"] == "0123456789ab+dirty (2 rows); not recorded (2 rows)"
+    assert facts["data digests"] == "aaaaaaaaaaaa (2 rows); not recorded (2 rows)"
+    assert facts["devices"] == "cpu (2 rows); not recorded (2 rows)"
