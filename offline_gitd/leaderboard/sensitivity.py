@@ -98,5 +98,5 @@ def order_flips(found: Sequence[Aggregate]) -> list[str]:
                     f"{metric}: {a} ahead under {', '.join(ahead[True])}; {b} ahead under {', '.join(ahead[False])}"
                 )
         if parts:
-            lines.append(f"{a} and {b} change order with the normaliser ({' | '.join(parts)})")
+            lines.append(f"{a} and {b} change order with the normaliser ({' / '.join(parts)})")
     return lines
