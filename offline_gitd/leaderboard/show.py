@@ -406,6 +406,7 @@ def render(
             report["per_env"] = per_env_records(per_env, references)
             report["per_env_test"] = "two-sided unpaired permutation test of equal mean final returns"
             report["per_env_adjustment"] = family_note(per_env, baseline)
+            report["left_out"] = list(loaded.lacking)  # envs without the chosen reference
             report["normalisers"] = aggregate_records(loaded.aggregates)
             report["order_flips"] = loaded.order_flips()
         return json.dumps(report, indent=2)

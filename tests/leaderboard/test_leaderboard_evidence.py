@@ -142,6 +142,23 @@ def test_a_named_reference_leaves_out_the_envs_without_it(mixed_board: Path, cap
     assert "IQM final (baseline, 2 envs)" in text and "IQM final (human, 1 env)" in text
 
 
+def test_json_and_html_carry_the_left_out_envs_the_adjustments_and_the_normalisers(
+    mixed_board: Path, tmp_path: Path, capsys
+) -> None:
+    capsys.readouterr()
+    argv = ["--board", str(mixed_board), "--normalise", "human", "--reps", "20"]
+    assert main(["leaderboard", "show", *argv, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["left_out"] == ["Carnival"] and list(report["envs"]) == ["Pong"]
+    assert [item["normaliser"] for item in report["normalisers"]] == ["baseline", "human"]
+    tested = [r for r in report["per_env"] if r.get("p_value") is not None]
+    assert len(tested) == 2 and all(r["p_holm"] >= r["p_bh"] >= r["p_value"] for r in tested)
+    assert main(["leaderboard", "html", *argv, "--out", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "<th>p Holm</th><th>p BH</th>" in page and 'id="normalisers"' in page
+    assert "adjust over the 2 tests of this table" in page
+
+
 def test_mean_intervals_do_not_depend_on_the_seed(mixed_board: Path) -> None:
     everything = load(mixed_board, "cql:td").everything
     first = per_env_lines(everything, "cql:td", 300, seed=0)
