@@ -113,16 +113,15 @@ def per_env_lines(
 ) -> list[EnvLine]:
     """Every (env, method) of ``scored``: raw final returns and the comparison with the baseline.
 
-    The interval of a mean is the exact bootstrap's (every resample enumerated, no Monte-Carlo
-    error) up to :data:`~offline_gitd.leaderboard.bootstrap.EXACT_BOOTSTRAP_LIMIT` resamples (11
-    seeds), and ``reps`` Monte-Carlo replications beyond (docs/leaderboard.md#monte-carlo-error).
+    The interval of a mean is the bootstrap's without a draw (:func:`~offline_gitd.leaderboard.
+    bootstrap.mean_intervals`: every resample enumerated up to 11 seeds, a convolution beyond), so
+    it does not depend on ``reps`` or ``seed`` (docs/leaderboard.md#monte-carlo-error).
     """
     rng = np.random.default_rng(seed)
     split_seed = int(rng.integers(2**32))
     finals = final_scores(scored)
     lines = []
     samples: list[np.ndarray] = []
-    drawn: dict[int, Interval] = {}
     for env in sorted(finals["env"].unique()):
         in_env = finals[finals["env"] == env]
         base = in_env[in_env["method"] == baseline].sort_values(["seed", "run"])["return"].to_numpy(float)
@@ -136,9 +135,6 @@ def per_env_lines(
             is_base = method == baseline
             draw = base_draw if is_base and base_counts is not None else rng.integers(0, len(x), size=(reps, len(x), 1))
             x_counts = base_counts if is_base and base_counts is not None else bootstrap.counts(draw, len(x))
-            if bootstrap.exact_bootstrap_size(len(x)) > bootstrap.EXACT_BOOTSTRAP_LIMIT:
-                low, high = bootstrap.percentile_interval(x_counts[:, 0, :] @ x / len(x))
-                drawn[len(lines)] = Interval(float(x.mean()), float(low), float(high))
             samples.append(x)
             improvement = p_value = test = None
             if base_counts is not None:
@@ -160,10 +156,10 @@ def per_env_lines(
                     flagged=env in (flagged or {}),
                 )
             )
-    exact = [i for i in range(len(lines)) if i not in drawn]
-    intervals = dict(zip(exact, bootstrap.exact_mean_intervals([samples[i] for i in exact])))
-    means = {i: Interval(lines[i].mean.value, *intervals[i]) for i in exact} | drawn
-    return adjusted_tests([dataclasses.replace(line, mean=means[i]) for i, line in enumerate(lines)])
+    intervals = bootstrap.mean_intervals(samples)
+    return adjusted_tests(
+        [dataclasses.replace(line, mean=Interval(line.mean.value, *intervals[i])) for i, line in enumerate(lines)]
+    )
 
 
 def adjusted_tests(lines: Sequence[EnvLine]) -> list[EnvLine]:
