@@ -19,6 +19,7 @@ name is therefore always a whole, verified one.
 from __future__ import annotations
 
 import hashlib
+import io
 import lzma
 import os
 import shutil
@@ -40,6 +41,7 @@ PACK_FORMAT = "tar.xz"
 XZ_PRESET = 6
 _CHUNK = 4 << 20
 RESTORE_DIR = ".offline_gitd-restoring"  # hidden: minari's listing skips it
+METADATA = "data/metadata.json"
 
 
 def pack_name(dataset_id: str) -> str:
@@ -85,6 +87,33 @@ def _files(dataset_dir: Path) -> list[Path]:
     return files
 
 
+def portable_metadata(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """``metadata`` with this package's ``Uint8Images`` wrapper taken out of its env specs and the
+    observations' layout said in ``observation_layout`` instead; ``None`` when there is none.
+
+    Datasets recorded before the env spec named the env alone carry the wrapper, so minari alone
+    could not recover their env; their packs carry the portable metadata (docs/datasets.md#packs).
+    The content (and its digest) is untouched, and the package re-applies the wrapper on loading."""
+    import json
+
+    from offline_gitd.envs.images import OBSERVATION_LAYOUT, UINT8_IMAGES_ENTRY_POINT
+
+    changed = dict(metadata)
+    for key in ("env_spec", "eval_env_spec"):
+        text = metadata.get(key)
+        if not isinstance(text, str):
+            continue
+        spec = json.loads(text)
+        wrappers = spec.get("additional_wrappers") or []
+        kept = [w for w in wrappers if not (isinstance(w, dict) and w.get("entry_point") == UINT8_IMAGES_ENTRY_POINT)]
+        if len(kept) != len(wrappers):
+            changed[key] = json.dumps(dict(spec, additional_wrappers=kept))
+    if changed == metadata:
+        return None
+    changed.setdefault("observation_layout", OBSERVATION_LAYOUT)
+    return changed
+
+
 def pack_dataset(dataset_id: str, dataset_dir: Path, out_dir: Path, preset: int = XZ_PRESET) -> PackInfo:
     """Write ``out_dir/pack_name(dataset_id)`` from the dataset folder ``dataset_dir``; the file
     appears whole or not at all (a temporary file renamed into place)."""
@@ -99,14 +128,28 @@ def pack_dataset(dataset_id: str, dataset_dir: Path, out_dir: Path, preset: int 
         ):
             for file in files:
                 info = tarfile.TarInfo(file.relative_to(dataset_dir).as_posix())
-                info.size = file.stat().st_size
                 info.mode = 0o644
                 info.mtime = 0
                 info.uid = info.gid = 0
                 info.uname = info.gname = ""
+                if info.name == METADATA:
+                    raw = _packed_metadata(file)
+                    info.size = len(raw)
+                    tar.addfile(info, io.BytesIO(raw))
+                    continue
+                info.size = file.stat().st_size
                 with file.open("rb") as handle:
                     tar.addfile(info, handle)
     return PackInfo(path.name, PACK_FORMAT, hashing.size, hashing.sha256.hexdigest())
+
+
+def _packed_metadata(path: Path) -> bytes:
+    """The metadata file as packed: as it is, or :func:`portable_metadata`'s when that differs."""
+    import json
+
+    raw = path.read_bytes()
+    portable = portable_metadata(json.loads(raw))
+    return raw if portable is None else json.dumps(portable).encode()
 
 
 def _check_member(member: tarfile.TarInfo, archive: Path) -> None:

@@ -41,6 +41,7 @@ from offline_gitd.critic_registry import critic_names
 from offline_gitd.data.minari_checkpoints import checkpoint_metadata
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
+from offline_gitd.envs.images import OBSERVATION_LAYOUT
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
 from offline_gitd.online.config import CollectRequest, OnlineConfig
@@ -214,22 +215,6 @@ def _record_checkpoints(dataset_id: str, every: int) -> None:
         lengths.append(len(episode.rewards))
         returns.append(float(np.sum(episode.rewards)))
     dataset.storage.update_metadata(checkpoint_metadata(lengths, returns, every))
-
-
-# What the package adds to a MinAtar dataset, kept as metadata rather than as a wrapper in its env
-# spec, so that minari, gymnasium and minatar alone recover its env (docs/datasets.md#collecting-datasets).
-OBSERVATION_LAYOUT = (
-    "uint8 0/1 images, H x W x C: the env's bool observations as uint8 (numpy.asarray(obs, numpy.uint8)); "
-    "the env spec is the env's own, which gives them as bool"
-)
-
-
-# What the package adds to a MinAtar dataset is metadata, not a wrapper in its env spec
-# (docs/datasets.md#collecting-datasets): the observations' layout, beside the references and checkpoints.
-OBSERVATION_LAYOUT = (
-    "uint8 0/1 images, H x W x C: the env's bool observations as uint8 (numpy.asarray(obs, numpy.uint8)); "
-    "recover_environment() gives the env's own bool observations"
-)
 
 
 def recording_env(env: gym.Env) -> tuple[gym.Env, Any]:

@@ -200,28 +200,61 @@ def test_mirror_needs_a_manifest_entry_and_a_url(packed, tmp_path, capsys) -> No
     _nothing_restored(data)
 
 
+OLD_DATASET = "tests/old-wrapper/random-v0"
+
+
+@pytest.fixture(scope="module")
+def old_style(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A MinAtar dataset as the package recorded them before: ``Uint8Images`` in its env spec;
+    returns (its Minari root, its pack, the Minari root the pack was restored into)."""
+    import gymnasium as gym
+    import minari
+
+    from offline_gitd.data.manifest import describe
+    from offline_gitd.data.minari_pack import pack_dataset
+    from offline_gitd.envs.images import Uint8Images, register_minatar
+
+    base = tmp_path_factory.mktemp("old")
+    register_minatar()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(base / "minari"))
+        env = minari.DataCollector(Uint8Images(gym.make("MinAtar/Breakout-v1")))
+        env.reset(seed=0)
+        for step in range(40):
+            if any(env.step(step % 3)[2:4]):
+                env.reset(seed=step + 1)
+        env.create_dataset(dataset_id=OLD_DATASET, algorithm_name="random", author="tests", eval_env=env.env.spec)
+        env.close()
+        entry = describe(OLD_DATASET, base / "minari" / OLD_DATASET, minari.load_dataset(OLD_DATASET))
+    info = pack_dataset(OLD_DATASET, base / "minari" / OLD_DATASET, base / "packs")
+    restore_pack(base / "packs" / info.file, OLD_DATASET, base / "restored", entry)
+    return base / "minari", base / "packs" / info.file, base / "restored"
+
+
 _BLOCK_PACKAGE = """
 import sys
 sys.modules["offline_gitd"] = None  # importing offline_gitd (or any of its modules) fails
 import minari
-dataset = minari.load_dataset({dataset!r})
-for eval_env in (False, True):
-    env = dataset.recover_environment(eval_env=eval_env)
-    obs, _ = env.reset(seed=0)
-    print(env.spec.id, env.spec.entry_point, len(env.spec.additional_wrappers), obs.shape)
-print(dataset.storage.metadata["observation_layout"].split(":")[0])
+for dataset in (minari.load_dataset({dataset!r}), minari.MinariDataset({restored!r})):
+    for eval_env in (False, True):
+        env = dataset.recover_environment(eval_env=eval_env)
+        obs, _ = env.reset(seed=0)
+        print(env.spec.id, env.spec.entry_point, len(env.spec.additional_wrappers), obs.shape)
+    print(dataset.storage.metadata["observation_layout"].split(":")[0])
 """
 
 
-def test_minari_alone_recovers_a_recorded_datasets_env_and_eval_env(packed) -> None:
+def test_minari_alone_recovers_a_recorded_datasets_env_and_eval_env(packed, old_style) -> None:
+    """The env spec of a dataset ``collect`` records, and of an older one's pack, names the env
+    alone: minari, gymnasium and minatar recover both envs in a process without this package."""
     data, _, _ = packed
+    restored = old_style[2] / OLD_DATASET / "data"
     env = dict(os.environ, MINARI_DATASETS_PATH=str(data / "minari"), PYTHONPATH="")
-    code = _BLOCK_PACKAGE.format(dataset=DATASET)
+    code = _BLOCK_PACKAGE.format(dataset=DATASET, restored=str(restored))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=data, timeout=120)
     assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    assert lines[:2] == ["MinAtar/Breakout-v1 minatar.gym:BaseEnv 0 (10, 10, 4)"] * 2
-    assert lines[2] == "uint8 0/1 images, H x W x C"
+    each = ["MinAtar/Breakout-v1 minatar.gym:BaseEnv 0 (10, 10, 4)"] * 2 + ["uint8 0/1 images, H x W x C"]
+    assert out.stdout.splitlines() == each * 2
     # and the same process really cannot import the package
     blocked = subprocess.run(
         [sys.executable, "-c", "import sys; sys.modules['offline_gitd'] = None; import offline_gitd.envs"],
@@ -234,28 +267,20 @@ def test_minari_alone_recovers_a_recorded_datasets_env_and_eval_env(packed) -> N
     assert blocked.returncode != 0 and "offline_gitd" in blocked.stderr
 
 
-def test_an_older_dataset_with_the_wrapper_in_its_env_spec_still_loads(tmp_path, monkeypatch) -> None:
-    """Datasets recorded before the env spec named the env alone carry ``Uint8Images`` as a wrapper."""
-    import gymnasium as gym
+def test_an_older_dataset_with_the_wrapper_in_its_env_spec_still_loads(old_style, monkeypatch) -> None:
     import minari
     import numpy as np
 
     from offline_gitd.data.datasets import _load_minari, _minari_env
-    from offline_gitd.envs.images import Uint8Images, register_minatar
 
-    register_minatar()
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    env = minari.DataCollector(Uint8Images(gym.make("MinAtar/Breakout-v1")))
-    env.reset(seed=0)
-    for step in range(20):
-        if any(env.step(0)[2:4]):
-            env.reset(seed=step + 1)
-    env.create_dataset(dataset_id="tests/old-wrapper/random-v0", algorithm_name="random", author="tests")
-    spec = minari.load_dataset("tests/old-wrapper/random-v0").env_spec
-    assert [w.entry_point for w in spec.additional_wrappers] == ["offline_gitd.envs.images:Uint8Images"]
-    recovered = _minari_env(_load_minari("tests/old-wrapper/random-v0"))
-    obs, _ = recovered.reset(seed=0)
-    assert obs.dtype == np.uint8 and obs.shape == (10, 10, 4)
+    original, _, restored = old_style
+    for root in (original, restored):
+        monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+        spec = minari.load_dataset(OLD_DATASET).env_spec
+        wrappers = [w.entry_point for w in spec.additional_wrappers]
+        assert wrappers == (["offline_gitd.envs.images:Uint8Images"] if root == original else [])
+        obs, _ = _minari_env(_load_minari(OLD_DATASET)).reset(seed=0)
+        assert obs.dtype == np.uint8 and obs.shape == (10, 10, 4)
 
 
 def test_a_restored_dataset_loads_in_minari_and_trains(packed, tmp_path) -> None:
