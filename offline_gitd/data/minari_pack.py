@@ -257,7 +257,12 @@ def restore_pack(archive: Path, dataset_id: str, datasets_dir: Path, expected: d
             )
         _check_dataset_id(stage, dataset_id, archive)
         final.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(stage, final)  # atomic on one filesystem; fails if another restore got there first
+        try:
+            os.rename(stage, final)  # atomic on one filesystem; fails if another restore got there first
+        except OSError as err:
+            raise UsageError(
+                f"cannot move the restored dataset to {final} ({err.strerror or err}); nothing restored"
+            ) from None
         fsync_directory(final.parent)
     return Restored(final, unpacked - start, verified - unpacked)
 
