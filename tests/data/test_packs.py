@@ -298,3 +298,14 @@ def test_a_restored_dataset_loads_in_minari_and_trains(packed, tmp_path) -> None
     argv += ["--epochs", "1", "--steps-per-epoch", "20", "--updates-per-call", "10", "--eval-episodes", "1"]
     assert _cli([*argv, "--horizon", "50", "--batch-size", "8", "--no-progress", "--no-tensorboard"]) == 0
     assert (run / "results.csv").read_text().count("\n") == 2  # header and the epoch's row
+
+
+def test_writing_an_entry_again_keeps_its_pack_and_the_manifests_mirrors(packed, tmp_path) -> None:
+    data, manifest, _ = packed
+    again = tmp_path / "manifest.json"
+    document = json.loads(manifest.read_text())
+    again.write_text(json.dumps(dict(document, mirrors=["https://example.org/packs"])))
+    assert _cli(["datasets", "manifest", f"minari:{DATASET}", "--out", str(again), "--data-dir", str(data)]) == 0
+    written = json.loads(again.read_text())
+    assert written["mirrors"] == ["https://example.org/packs"]
+    assert written["datasets"][0]["pack"] == _entry(manifest)["pack"]  # same content: the pack still restores it
