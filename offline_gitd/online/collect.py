@@ -41,6 +41,7 @@ from offline_gitd.critic_registry import critic_names
 from offline_gitd.data.minari_checkpoints import checkpoint_metadata
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
+from offline_gitd.envs.images import OBSERVATION_LAYOUT
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
 from offline_gitd.online.config import CollectRequest, OnlineConfig
@@ -295,6 +296,37 @@ def _record_checkpoints(dataset_id: str, every: int) -> None:
     dataset.storage.update_metadata(checkpoint_metadata(lengths, returns, every))
 
 
+def recording_env(env: gym.Env) -> tuple[gym.Env, Any]:
+    """``env`` recorded by a ``minari.DataCollector`` whose env spec names no code of this package;
+    returns the env the agent steps and the collector that writes the dataset.
+
+    MinAtar's bool boards reach the learners as uint8 through :class:`~offline_gitd.envs.images.Uint8Images`.
+    Recording inside that wrapper would put it in the dataset's env spec, and ``recover_environment()``
+    would need this package. So the collector records the env's own observations, cast to uint8 as
+    they are stored (the same images, the same content digest as before), and the agent steps the
+    collector wrapped in ``Uint8Images`` again: it sees what it saw before, and minari, gymnasium and
+    minatar alone recover the env and the evaluation env.
+    """
+    import minari
+
+    from offline_gitd.envs.images import Uint8Images
+
+    if not isinstance(env, Uint8Images):
+        collector = minari.DataCollector(env)
+        return collector, collector
+
+    class Uint8Observations(minari.StepDataCallback):  # type: ignore[misc]
+        def __call__(self, env: gym.Env, **kwargs: Any) -> Any:
+            step_data = super().__call__(env, **kwargs)
+            step_data["observation"] = np.asarray(step_data["observation"], np.uint8)
+            return step_data
+
+    collector = minari.DataCollector(
+        env.env, step_data_callback=Uint8Observations, observation_space=env.observation_space
+    )
+    return Uint8Images(collector), collector
+
+
 def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs | None = None) -> Path:
     """Train (or run) the behaviour policy, record everything, write the dataset; returns the
     Minari root it went to."""
@@ -323,8 +355,9 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
     collectors: list[Any] = []
 
     def record(env: gym.Env) -> gym.Env:
-        collectors.append(minari.DataCollector(env))
-        return collectors[-1]
+        recorded, collector = recording_env(env)
+        collectors.append(collector)
+        return recorded
 
     try:
         train(cfg, progress=progress, wrap_env=record, outputs=outputs)
@@ -369,8 +402,9 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
             **scores,
         )
         made_by = json.loads((run_dir / "config.json").read_text())["provenance"]
+        layout = {"observation_layout": OBSERVATION_LAYOUT} if collector.env.observation_space.dtype == np.bool_ else {}
         minari.load_dataset(request.dataset_id).storage.update_metadata(
-            {**behaviour, **code_record(made_by), **evaluated}
+            {**behaviour, **code_record(made_by), **evaluated, **layout}
         )
         collector.close()
         if request.checkpoint_every is not None:

@@ -250,6 +250,7 @@ def collect_entries(
             "dataset_id": step.out,
             "data_dir": spec.data_dir,
             "cpus": spec.resources.cpus,  # as a run's: the first task of a reused worker sets its devices
+            "record_missing": spec.record_missing,
         }
         for step in (spec.collect if steps is None else steps)
     ]
@@ -260,6 +261,8 @@ def collect_line(entry: dict[str, Any], outcome: dict[str, Any], paths: SweepPat
     name = entry["name"]
     if outcome["status"] != "done":
         return f"failed   {name}: {outcome['error']} (log: {paths.log(name)})"
+    if outcome.get("fetched"):
+        return f"dataset ready: {name} (fetched from a mirror in {outcome.get('seconds', 0):.1f} s)"
     if outcome.get("cached"):
         return f"dataset ready: {name} (already local)"
     return f"dataset ready: {name} (recorded in {outcome.get('seconds', 0):.1f} s)"
