@@ -24,7 +24,7 @@ from offline_gitd.leaderboard.normalise import (
     to_frame,
     unstable_normalisers,
 )
-from offline_gitd.leaderboard.schema import SchemaError, read_rows
+from offline_gitd.leaderboard.schema import SchemaError, read_rows, row_kind_of, shorten
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,10 +66,17 @@ class Loaded:
     normalisers: dict[str, EnvNormaliser]
     flagged: dict[str, str]
     kept_flagged: bool
+    pooled: tuple[str, ...] = ()  # what the analysis pooled, by kind of row (schema.row_kind)
+    left_out: tuple[str, ...] = ()  # envs left out because the baseline never ran there
 
     def notes(self) -> list[str]:
-        """One line per env saying how it was normalised, and one per flagged env."""
-        lines = [f"normalised: {item.describe()}" for item in self.normalisers.values()]
+        """What was pooled and left out, one line per env saying how it was normalised, and one
+        per flagged env."""
+        # one kind (the rule, docs/leaderboard.md#one-board-one-kind-of-row) goes without saying;
+        # JSON always says it
+        lines = [f"pooled: {', '.join(self.pooled)}"] if len(self.pooled) > 1 else []
+        lines += [f"left out: {reason}" for reason in self.left_out]
+        lines += [f"normalised: {item.describe()}" for item in self.normalisers.values()]
         action = (
             "kept in the aggregate (--keep-flagged-envs)"
             if self.kept_flagged
@@ -98,6 +105,8 @@ def load(
     frame["method"] = method_keys(frame)
     key = resolve_baseline(frame, baseline)
     frame = filter_rows(frame, (), methods, key).reset_index(drop=True)
+    frame, left_out = _envs_of_the_baseline(frame, key)
+    pooled = _pooled(frame)
     normalisers = choose_normalisers(frame, how, read_references(board))
     flagged = unstable_normalisers(frame, normalisers, key)
     if flagged and not keep_flagged:
@@ -111,7 +120,40 @@ def load(
         scored = normalise(kept, how, key, normalisers={e: n for e, n in normalisers.items() if e not in flagged})
     else:
         scored = normalise(frame, how, key, normalisers=normalisers)
-    return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged)
+    return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged, pooled, left_out)
+
+
+def _envs_of_the_baseline(frame: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The rows of the envs the baseline ran in, and a line per env left out: every comparison is
+    with the baseline, so an env it never ran in (an online run's env on an offline board pooled
+    with ``submit --allow-mixed``) has nothing to be compared against (docs/leaderboard.md#one-board-one-kind-of-row)."""
+    ran = set(frame.loc[frame["method"] == baseline, "env"])
+    missing = sorted(set(frame["env"]) - ran)
+    if not missing:
+        return frame, ()
+    reasons = []
+    for env in missing:
+        methods = sorted(set(frame.loc[frame["env"] == env, "method"]))
+        reasons.append(
+            f"env {shorten(env)} ({len(methods)} method(s): {', '.join(shorten(m) for m in methods[:3])}"
+            f"{', ...' if len(methods) > 3 else ''}): the baseline {shorten(baseline)} has no runs there"
+        )
+    return frame[frame["env"].isin(ran)].reset_index(drop=True), tuple(reasons)
+
+
+def _pooled(frame: pd.DataFrame) -> tuple[str, ...]:
+    """What the rows are, by kind (protocol, suite, major version: one board holds one kind
+    unless submitted with ``--allow-mixed``), e.g. ``200 offline minari rows of version 0.2.x``."""
+    from collections import Counter
+
+    counts = Counter(
+        row_kind_of(algorithm, suite, version)
+        for algorithm, suite, version in zip(frame["algorithm"], frame["suite"], frame["package_version"])
+    )
+    return tuple(
+        f"{count} {protocol} {shorten(suite)} row(s) of version {shorten(major)}.x"
+        for (protocol, suite, major), count in sorted(counts.items())
+    )
 
 
 def load_scored(
@@ -308,6 +350,8 @@ def render(
                 }
                 for env, item in loaded.normalisers.items()
             }
+            report["pooled"] = list(loaded.pooled)
+            report["left_out"] = list(loaded.left_out)
             report["per_env"] = per_env_records(per_env, references)
             report["per_env_test"] = "two-sided unpaired permutation test of equal mean final returns"
         return json.dumps(report, indent=2)

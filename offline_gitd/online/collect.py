@@ -246,7 +246,8 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
         return collectors[-1]
 
     try:
-        train(cfg, progress=progress, wrap_env=record, outputs=outputs)
+        # a behaviour policy is a dataset's, not a board's: a short DQN collect is still a dataset
+        train(cfg, progress=progress, wrap_env=record, outputs=outputs, require_updates=False)
         (collector,) = collectors
         config = json.loads((run_dir / "config.json").read_text())["config"]
         scores: dict[str, float] = {}
