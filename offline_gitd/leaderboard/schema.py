@@ -203,7 +203,7 @@ def shorten(name: str, limit: int = 60) -> str:
     """A name as one line of at most about ``limit`` characters, for messages and figures: line ends
     shown as ``\\n``, and a long name cut in its middle with its length said. The full name stays
     in the data (docs/leaderboard.md#any-name-renders)."""
-    text = name.encode("unicode_escape").decode("ascii") if not name.isprintable() else name
+    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in name)
     if len(text) <= limit:
         return text
     marker = f"...({len(name)} chars)..."

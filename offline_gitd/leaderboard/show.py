@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -212,14 +213,44 @@ def csv_safe(value: object) -> object:
     return value
 
 
+# Longest name a table prints whole (docs/leaderboard.md#any-name-renders); CSV and JSON, the data,
+# keep every name whole.
+NAME_LIMIT = 80
+NOTE_LIMIT = 600
+
+
 def markdown_safe(text: str) -> str:
-    """One table cell: ``|`` escaped and line breaks as spaces, so a name cannot add columns or rows."""
-    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").splitlines())
+    """One table cell: ``|`` escaped and line breaks as spaces, so a name cannot add columns or
+    rows, ``$`` escaped, so a name cannot start a formula where Markdown renders them, and ``&``, ``<``
+    and ``>`` as HTML entities, so a name cannot add markup (Markdown passes HTML through: a
+    ``<script>`` tag would run in a rendered page)."""
+    cell = " ".join(text.replace("\\", "\\\\").replace("|", "\\|").replace("$", "\\$").splitlines())
+    return text_safe(cell).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def text_safe(text: str) -> str:
     """One line of the text table: control characters shown escaped rather than obeyed."""
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
+
+
+def short_words(text: str, limit: int = NAME_LIMIT) -> str:
+    """``text`` with every run of more than ``limit`` non-blank characters (a long name inside a
+    sentence) cut in its middle, its length said (:func:`~offline_gitd.leaderboard.schema.shorten`)."""
+    return re.sub(rf"\S{{{limit + 1},}}", lambda match: shorten(match.group(0), limit), text)
+
+
+def safe_for(fmt: str, text: str, limit: int = NAME_LIMIT) -> str:
+    """A cell (a name, a number) as the table of ``fmt`` (text or markdown) prints it: on one line,
+    at most about ``limit`` characters (a longer one cut in its middle, its length said), escaped."""
+    if fmt == "markdown":
+        return markdown_safe(shorten(" ".join(text.splitlines()), limit))
+    return shorten(text_safe(text), limit)
+
+
+def safe_note(fmt: str, note: str) -> str:
+    """A note (a sentence naming envs and methods) as ``fmt`` prints it: each long name in it
+    shortened, and the whole line at most about :data:`NOTE_LIMIT` characters."""
+    return safe_for(fmt, short_words(note), NOTE_LIMIT)
 
 
 def _cell(value: object) -> str:
@@ -236,9 +267,9 @@ def _table(titles: Sequence[str], lines: Sequence[Sequence[str]], fmt: str) -> s
     """Rows of cells as an aligned text table or a Markdown table (names made safe for each)."""
     if fmt == "markdown":
         out = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
-        out += ["| " + " | ".join(markdown_safe(text) for text in line) + " |" for line in lines]
+        out += ["| " + " | ".join(safe_for(fmt, text) for text in line) + " |" for line in lines]
         return "\n".join(out)
-    safe = [tuple(text_safe(text) for text in line) for line in lines]
+    safe = [tuple(safe_for(fmt, text) for text in line) for line in lines]
     widths = [max(len(text) for text in column) for column in zip(titles, *safe)]
     return "\n".join(
         "  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [titles, *safe]
@@ -290,7 +321,7 @@ def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine]
         "env",
         "method",
         "mean final return [95% CI]",
-        f"P(> {baseline}) [95% CI]",
+        f"P(> {safe_for(fmt, baseline)}) [95% CI]",
         "p (permutation)",
         "seeds x episodes",
     )
@@ -356,12 +387,26 @@ def render(
             report["per_env_test"] = "two-sided unpaired permutation test of equal mean final returns"
         return json.dumps(report, indent=2)
     if fmt == "csv":
+        # Each record written with "\r\n" and its end turned back into "\n": the csv module quotes
+        # a cell only for its line terminator's characters, so with "\n" alone a carriage return
+        # in a name went out unquoted and split its row (as leaderboard.submit.encode_rows).
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=HEADER, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({name: csv_safe(value) for name, value in row.items()} for row in rows)
-        return buffer.getvalue().rstrip("\n")
-    titles = ("method", f"IQM final ({how})", "IQM AUC rel. baseline", f"P(> {baseline})", "envs", "seeds")
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        lines = []
+        for record in [list(HEADER), *([csv_safe(row[name]) for name in HEADER] for row in rows)]:
+            buffer.seek(0)
+            buffer.truncate()
+            writer.writerow(record)
+            lines.append(buffer.getvalue().removesuffix("\r\n"))
+        return "\n".join(lines)
+    titles = (
+        "method",
+        f"IQM final ({how})",
+        "IQM AUC rel. baseline",
+        f"P(> {safe_for(fmt, baseline)})",
+        "envs",
+        "seeds",
+    )
     lines = [
         (
             str(r["method"]),
@@ -377,9 +422,7 @@ def render(
     if loaded is None:
         return out
     bullet = "- " if fmt == "markdown" else "  "
-    notes = "\n".join(
-        bullet + markdown_safe(note) if fmt == "markdown" else bullet + text_safe(note) for note in loaded.notes()
-    )
+    notes = "\n".join(bullet + safe_note(fmt, note) for note in loaded.notes())
     worst = max((s.undefined for s in summaries), default=0.0)
     if worst > 0:
         notes += (
