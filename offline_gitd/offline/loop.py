@@ -112,7 +112,7 @@ def run_offline(
                 "step": step,
                 "seed": seed,
                 **_eval_stats(returns[i], d4rl),
-                "eval_seed": evaluation_seed(seed, epoch),
+                **({"eval_seed": evaluation_seed(seed, epoch)} if cfg.eval_episodes else {}),
             }
             row.update(window.means(i))
             row["epoch_seconds"] = round(elapsed, 3)
