@@ -94,10 +94,10 @@ def _cell(record: Mapping[str, object], key: str) -> str:
     if isinstance(value, float):
         interval = f' <span class="ci">[{record[key + "_low"]:.3f}, {record[key + "_high"]:.3f}]</span>'
         return f'<td data-value="{float(value)!r}">{value:.3f}{interval}</td>'
-    return f'<td data-value="{html.escape(str(value))}">{name(str(value))}</td>'
+    return f'<td data-value="{html.escape(str(value))}">{name_html(str(value))}</td>'
 
 
-def name(text: str) -> str:
+def name_html(text: str) -> str:
     """A name as HTML: escaped, and a long one shortened (the page stays readable) with the whole
     name in its tooltip (docs/leaderboard.md#any-name-renders)."""
     short = shorten(text, NAME_LIMIT)
@@ -127,13 +127,13 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
                 improvement = f'{i.value:.2f} <span class="ci">[{i.low:.2f}, {i.high:.2f}]</span>'
             test = "&ndash;" if line.p_value is None else f"{line.p_value:.3f} ({html.escape(str(line.test))})"
             rows.append(
-                f"<tr><td>{name(env)}{mark}</td><td>{name(line.method)}</td>"
+                f"<tr><td>{name_html(env)}{mark}</td><td>{name_html(line.method)}</td>"
                 f"<td>{line.mean.value:.4g}{ci}</td><td>{improvement}</td><td>{test}</td>"
                 f"<td>{line.seeds} &times; {episodes}</td></tr>"
             )
         for kind, value, source in refs.get(env, []):
             rows.append(
-                f'<tr class="reference"><td>{name(env)}</td><td>{html.escape(kind)}</td>'
+                f'<tr class="reference"><td>{name_html(env)}</td><td>{html.escape(kind)}</td>'
                 f'<td>{value:.4g}</td><td colspan="3" class="ci">{html.escape(source)}</td></tr>'
             )
     head = "".join(
@@ -201,7 +201,7 @@ evaluation episodes per seed. A flagged env (*) is not in the aggregate.</p>
 </head>
 <body>
 <h1>offline_gitd leaderboard</h1>
-<p>Scores are {html.escape(how)}-normalised; baseline <code>{name(baseline)}</code>.
+<p>Scores are {html.escape(how)}-normalised; baseline <code>{name_html(baseline)}</code>.
 IQM over all runs &times; envs with 95% stratified bootstrap intervals in brackets (where an env is
 normalised by the baseline, the baseline's runs are resampled too); a run's final
 score is its return at its last logged step; AUC is the sum of a run's normalised scores over its

@@ -183,10 +183,10 @@ def row_kind(row: ResultRow) -> tuple[str, str, str]:
 def row_kind_of(algorithm: str, suite: str, package_version: str) -> tuple[str, str, str]:
     """:func:`row_kind` from the three cells it reads."""
     protocol = "online" if algorithm in ONLINE_ALGORITHMS else "offline"
-    parts = package_version.split(".")
-    if parts[0].isdigit() and int(parts[0]) >= 1:
-        major = parts[0]
-    elif parts[0].isdigit() and len(parts) > 1 and parts[1].isdigit():
+    parts = [part if part.isascii() and part.isdigit() else None for part in package_version.split(".")]
+    if parts[0] is not None and int(parts[0]) >= 1:
+        major = str(int(parts[0]))
+    elif parts[0] is not None and len(parts) > 1 and parts[1] is not None:
         major = f"{int(parts[0])}.{int(parts[1])}"
     else:
         major = package_version

@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from offline_gitd.cli import main
-from offline_gitd.leaderboard.schema import ResultRow, row_kind, shorten
+from offline_gitd.leaderboard.schema import ResultRow, row_kind, row_kind_of, shorten
 from tests.leaderboard.test_leaderboard_synthetic import result_record, write_run
 
 OWN = "offline_gitd/CartPole-v1/dqn-v0"  # a dataset the package collected: in no registry
@@ -73,7 +75,14 @@ def test_rows_of_another_kind_are_refused_unless_asked(tmp_path: Path, capsys, f
 def test_the_kind_of_a_row() -> None:
     record = result_record(env="Pong", algorithm="dqn", critic="td", seed=0, step=0, value=1.0)
     assert row_kind(ResultRow.from_mapping(record)) == ("online", "atari", "0.1")
-    for version, major in (("1.4.2", "1"), ("12.0", "12"), ("0.10.3", "0.10"), ("dev", "dev")):
+    for version, major in (
+        ("1.4.2", "1"),
+        ("12.0", "12"),
+        ("0.10.3", "0.10"),
+        ("dev", "dev"),
+        ("²", "²"),
+        ("0.²", "0.²"),
+    ):
         assert row_kind(ResultRow.from_mapping({**record, "package_version": version}))[2] == major
 
 
@@ -162,3 +171,11 @@ def test_show_leaves_out_what_the_baseline_never_ran_and_says_what_it_pooled(mix
         return
     assert f"left out: {left}" in out
     assert "pooled: 16 offline atari row(s) of version 0.1.x, 8 offline atari row(s) of version 0.2.x" in out
+
+
+@settings(max_examples=200)
+@given(version=st.text(min_size=1))
+def test_any_version_has_a_kind(version: str) -> None:
+    """A board row's version is any text (``package_version`` is data): its kind never raises."""
+    protocol, suite, major = row_kind_of("cql", "atari", version)
+    assert (protocol, suite) == ("offline", "atari") and major
