@@ -213,21 +213,46 @@ class Run:
 
         The defaults are the training loop's own evaluation (docs/runs.md#evaluating-a-trained-agent):
         for an offline run, its ``--eval-episodes`` and the evaluation seed it used after that epoch
-        (``metrics.csv``'s ``eval_seed``), so the returns are those it logged, bit for bit on the
-        same machine. An online run logs its training episodes, not an evaluation: there the
+        (``metrics.csv``'s ``eval_seed``), played by the loop's own function (:meth:`_loop_evaluation`),
+        so the returns are those it logged, bit for bit on the same machine. An online run logs its training episodes, not an evaluation: there the
         defaults are 10 episodes and evaluation seed 0."""
         from offline_gitd.envs.make import evaluate
         from offline_gitd.envs.video import record_episode
 
         agent = self.agent(epoch)
         seed = self.seeds[0] if seed is None else seed
-        episodes, eval_seed = self.evaluation_protocol(seed, agent.checkpoint, episodes, eval_seed)
-        policy = agent.batch_policy(seed)
-        returns = evaluate(policy, lambda: agent.make_env(eval_seed), episodes, eval_seed, agent.epsilon)
+        policy = agent.batch_policy(seed)  # refuses a seed the run does not have
+        if self.kind == "offline" and episodes is None and eval_seed is None and self.config.eval_episodes:
+            returns = self._loop_evaluation(agent)[agent.seeds.index(seed)]
+            episodes, eval_seed = self.evaluation_protocol(seed, agent.checkpoint)
+        else:
+            episodes, eval_seed = self.evaluation_protocol(seed, agent.checkpoint, episodes, eval_seed)
+            returns = evaluate(policy, lambda: agent.make_env(eval_seed), episodes, eval_seed, agent.epsilon)
         if video is not None:
             env = agent.make_env(eval_seed, render_mode="rgb_array")
             record_episode(policy, env, Path(video), seed=eval_seed, epsilon=agent.epsilon)
         return returns
+
+    def _loop_evaluation(self, agent: Agent) -> list[np.ndarray]:
+        """Every seed's returns of the offline loop's evaluation at ``agent``'s checkpoint, computed
+        by the loop's own function on the same program (all seeds' states vmapped, one call per
+        env step): a seed's policy alone is another XLA program (a vmapped convolution is a grouped
+        one), whose last bits may differ. Cached per checkpoint: ``evaluate`` of each seed in turn
+        plays the episodes once."""
+        cache = self.__dict__.setdefault("_loop_evaluations", {})
+        if agent.checkpoint not in cache:
+            import types
+
+            import jax
+
+            from offline_gitd.offline.loop import evaluate_seeds
+
+            data = types.SimpleNamespace(make_eval_env=agent.make_env)
+            act = jax.jit(jax.vmap(agent.family.act))
+            cache[agent.checkpoint] = evaluate_seeds(
+                self.config, data, agent.family, act, agent.state, list(agent.seeds), agent.checkpoint
+            )
+        return cache[agent.checkpoint]
 
     def evaluation_protocol(
         self, seed: int, checkpoint: int, episodes: int | None = None, eval_seed: int | None = None

@@ -103,7 +103,7 @@ def run_offline(
             bar.set_postfix(loss=f"{float(loss[-1].mean()):.4g}")
         bar.close()
         step = epoch * cfg.steps_per_epoch
-        returns = _evaluate_seeds(cfg, data, family, act, state, seeds, epoch)
+        returns = evaluate_seeds(cfg, data, family, act, state, seeds, epoch)
         elapsed = time.perf_counter() - started
         metric_rows, result_rows = [], []
         for i, seed in enumerate(seeds):
@@ -130,9 +130,11 @@ def run_offline(
     return run_dir
 
 
-def _evaluate_seeds(cfg, data, family, batched_act, state, seeds, epoch) -> list[np.ndarray]:
+def evaluate_seeds(cfg, data, family, batched_act, state, seeds, epoch) -> list[np.ndarray]:
     """Every seed's evaluation episodes, stepped together: one batched policy call per env step
-    for all seeds (the learner's vmapped state acts for each seed on that seed's envs)."""
+    for all seeds (the learner's vmapped state acts for each seed on that seed's envs). ``data``
+    needs only ``make_eval_env``: ``load_run(...).evaluate()`` replays a checkpoint's evaluation
+    through this same function, so its program and its numbers are the loop's."""
     if not cfg.eval_episodes:
         return [np.zeros(0) for _ in seeds]
     keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
