@@ -60,3 +60,22 @@ def test_train_with_no_evaluation_lists_only_the_files_it_wrote(collected, tmp_p
     assert listed and all(Path(path).exists() for path in listed)
     assert str(out / "metrics.csv") in listed
     assert "no results.csv: with --eval-episodes 0 nothing was evaluated" in printed
+
+
+def test_a_run_on_the_packages_own_dataset_submits_once_then_is_a_no_op(collected, tmp_path: Path, capsys) -> None:
+    """A run on a dataset ``collect`` wrote (in no registry): ``--allow-new-env`` adds it, and the
+    same submit again, without the flag, says there is nothing to add, exits 0 and changes nothing."""
+    root, _ = collected
+    out, board = tmp_path / "run", tmp_path / "board.csv"
+    argv = ["train", "--dataset", f"minari:{DATASET}", "--data-dir", str(root), "--out", str(out)]
+    argv += ["--epochs", "1", "--steps-per-epoch", "5", "--eval-episodes", "1", "--seeds", "0", "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "submit", str(out), "--board", str(board)]) == 2
+    assert "pass --allow-new-env" in capsys.readouterr().err
+    assert main(["leaderboard", "submit", str(out), "--board", str(board), "--allow-new-env"]) == 0
+    before = board.read_bytes()
+    capsys.readouterr()
+    assert main(["leaderboard", "submit", str(out), "--board", str(board)]) == 0
+    assert "nothing to add: all 1 row(s) are already on" in capsys.readouterr().out
+    assert board.read_bytes() == before
