@@ -156,6 +156,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument(
         "--allow-new-env", action="store_true", help="accept envs not in the registry of known envs of their suite"
     )
+    submit.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="pool rows of another protocol (online vs offline), suite or major version than the board's "
+        "(refused by default: a board compares like with like)",
+    )
     submit.set_defaults(func=run_submit)
 
     show = commands.add_parser(
@@ -265,7 +271,7 @@ def run_submit(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.submit import submit
 
     require_file_target(args.board, "--board")
-    report = submit(args.run_dirs, args.board, args.allow_new_env)
+    report = submit(args.run_dirs, args.board, args.allow_new_env, allow_mixed=args.allow_mixed)
     if not any(report.added.values()) and report.already:
         print(f"nothing to add: all {report.already} row(s) are already on {report.board}, which is unchanged")
         return 0

@@ -45,6 +45,7 @@ from offline_gitd.leaderboard.curves import (
     profile_data,
     select_methods,
 )
+from offline_gitd.leaderboard.schema import shorten
 from offline_gitd.leaderboard.stats import MethodSummary
 
 if TYPE_CHECKING:
@@ -67,10 +68,17 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 _BAND_ALPHA = 0.13
 
 
-def plain(label: str) -> str:
-    """``label`` as literal text for matplotlib: names come from results files, and a pair of
+# Longest name drawn whole (docs/leaderboard.md#any-name-renders): a longer one is cut in its middle
+# with its length said, so that no name can push a panel out of its figure; the figure's data
+# (``--data``) keeps it whole.
+NAME_LIMIT = 48
+
+
+def plain(label: str, limit: int = NAME_LIMIT) -> str:
+    """``label`` as literal text for matplotlib, one line of at most about ``limit`` characters
+    (:func:`~offline_gitd.leaderboard.schema.shorten`): names come from results files, and a pair of
     ``$`` would start mathtext (``$\\foo{$`` kills the render); an escaped ``\\$`` is drawn as ``$``."""
-    return label.replace("$", r"\$")
+    return shorten(label, limit).replace("$", r"\$")
 
 
 def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -91,7 +99,7 @@ def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 def _legend_columns(labels: Sequence[str], width_inches: float) -> int:
     """As many legend columns as fit the figure's width for the longest label."""
-    column = 0.075 * max(len(label) for label in labels) + 0.8  # small font, handle and padding
+    column = 0.075 * max(len(plain(label)) for label in labels) + 0.8  # small font, handle and padding
     return max(1, min(len(labels), int(width_inches // column)))
 
 
@@ -217,7 +225,7 @@ def _place(
 
 def _y_labels_width(names: Sequence[str]) -> float:
     """Width in inches of method names as y tick labels (small font) with their ticks."""
-    return _TICK + max(_text_width(name, "small") for name in names)
+    return _TICK + max(_text_width(plain(name), "small") for name in names)
 
 
 def _place_panels(figure: Figure, axes: Sequence[Any], rows: int, columns: int, below: float) -> None:
@@ -509,7 +517,7 @@ def behaviour_figure(data: dict[str, Any]) -> Figure:
         figure.text(
             0.5,
             _PAD / figure.get_figheight(),
-            "\n".join(plain(line) for line in source),
+            "\n".join(plain(line, limit=160) for line in source),
             ha="center",
             va="bottom",
             fontsize="small",

@@ -168,7 +168,7 @@ def test_json_and_html_carry_the_left_out_envs_the_adjustments_and_the_normalise
     argv = ["--board", str(mixed_board), "--normalise", "human", "--reps", "20"]
     assert main(["leaderboard", "show", *argv, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["left_out"] == ["Carnival"] and list(report["envs"]) == ["Pong"]
+    assert report["no_reference"] == ["Carnival"] and list(report["envs"]) == ["Pong"]
     assert [item["normaliser"] for item in report["normalisers"]] == ["baseline", "human"]
     tested = [r for r in report["per_env"] if r.get("p_value") is not None]
     assert len(tested) == 2 and all(r["p_holm"] >= r["p_bh"] >= r["p_value"] for r in tested)
