@@ -4,7 +4,8 @@
   95% stratified bootstrap band (its last point is the table's IQM final); right, each method's
   normalised IQM AUC with CI whiskers, the baseline at 1.
 - ``per_env``: one panel per env, the mean over seeds with a 95% band, in normalised scores or raw
-  returns (``--per-env return``).
+  returns (``--per-env return``); in raw returns beside the env's uniform-random return, Young &
+  Tian's DQN (MinAtar) and its behaviour agent's curve, where the board has them.
 - ``intervals``: median, IQM, mean and optimality gap of final scores with 95% CIs (rliable's
   standard summary).
 - ``profile``: performance profiles, the fraction of runs x envs above each score.
@@ -367,7 +368,7 @@ _REFERENCE_STYLES: dict[str, dict[str, Any]] = {
     "random": {"color": "black", "linestyle": ":", "linewidth": 1.0, "marker": ""},
 }
 _REFERENCE_LABELS = {
-    "behaviour": "behaviour DQN (1 seed, utd 1, python loop)",
+    "behaviour": "behaviour agent (training return)",
     "published": "Young & Tian DQN",
     "random": "uniform random",
 }
@@ -595,8 +596,9 @@ def figure_data(
     chosen = select_methods(scored, methods)
     finals = final_matrices(scored, chosen)
     envs = per_env_data(scored, chosen, per_env, reps, seed)
-    if per_env == "return":
-        envs["references"] = per_env_references(envs["envs"], randoms or {}, behaviour)
+    references = per_env_references(envs["envs"], randoms or {}, behaviour) if per_env == "return" else {}
+    if references:
+        envs["references"] = references
     data = {
         "aggregate": aggregate_data(scored, summaries, chosen, reps, seed),
         "per_env": envs,
