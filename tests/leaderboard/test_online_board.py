@@ -131,6 +131,13 @@ def test_the_aggregate_auc_interval_resamples_the_baselines_seeds(tmp_path: Path
     assert high_atoms[0] - 1e-9 <= gitd.auc.high <= high_atoms[1] + 1e-9
     # The baseline's own ratio is 1 at the point; its interval comes from the same draw as its denominator.
     assert summaries["dqn:td"].auc.value == pytest.approx(1.0)
+    # Normalised by DQN's mean final return (the paper's, and the online board's): the normaliser is
+    # resampled with the same draw and cancels from the ratio, which keeps the same exact interval.
+    loaded = load(board, "dqn:td", "baseline", keep_flagged=True)  # 4 spread seeds: flagged as noisy, kept
+    by_baseline = {s.method: s for s in summarise(loaded.scored, loaded.baseline, 20_000, 0)}["dqn:gitd"]
+    assert by_baseline.auc.value == pytest.approx(gitd.auc.value)
+    assert low_atoms[0] - 1e-9 <= by_baseline.auc.low <= low_atoms[1] + 1e-9
+    assert high_atoms[0] - 1e-9 <= by_baseline.auc.high <= high_atoms[1] + 1e-9
 
 
 def test_per_env_auc_is_the_mean_return_over_logged_steps_with_adjusted_tests(tmp_path: Path) -> None:
