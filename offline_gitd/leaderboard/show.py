@@ -238,6 +238,9 @@ def records(summaries: Sequence[MethodSummary]) -> list[dict[str, object]]:
     return out
 
 
+# What the per-env AUC is (docs/leaderboard.md#per-env-table).
+AUC_MEANING = "the mean raw return over a run's logged steps (its learning curve's area divided by its length)"
+
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP "CSV injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -381,18 +384,22 @@ def per_env_records(lines: Sequence[EnvLine], references: Sequence[ReferenceLine
     return out
 
 
-def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine], baseline: str, fmt: str) -> str:
+def render_per_env(
+    lines: Sequence[EnvLine], references: Sequence[ReferenceLine], baseline: str, fmt: str, value: str = "final"
+) -> str:
     """The per-env table (text or Markdown): per env its methods, then its random and reference
-    returns; a flagged env is marked with ``*``."""
+    returns; a flagged env is marked with ``*``. ``value="auc"``: the AUC table
+    (:func:`~offline_gitd.leaderboard.per_env.run_values`), its last column the logged steps."""
+    auc = value == "auc"
     titles = (
         "env",
         "method",
-        "mean final return [95% CI]",
+        "mean AUC [95% CI]" if auc else "mean final return [95% CI]",
         f"P(> {safe_for(fmt, baseline)}) [95% CI]",
         "p (permutation)",
         "p Holm",
         "p BH",
-        "seeds x episodes",
+        "seeds x logged steps" if auc else "seeds x episodes",
     )
     refs: dict[str, list[ReferenceLine]] = {}
     for ref in references:
@@ -401,7 +408,7 @@ def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine]
     envs = sorted({line.env for line in lines})
     for env in envs:
         for line in (line for line in lines if line.env == env):
-            episodes = "?" if line.episodes is None else str(line.episodes)
+            episodes = line.points if auc and line.points else "?" if line.episodes is None else str(line.episodes)
             mean = f"{_number(line.mean.value)} [{_number(line.mean.low)}, {_number(line.mean.high)}]"
             test = "-" if line.p_value is None else f"{line.p_value:.3f} ({line.test})"
             improvement = "-" if line.method == baseline else _interval_text(line.improvement, 2)
@@ -463,10 +470,12 @@ def render(
     how: str,
     loaded: Loaded | None = None,
     per_env: Sequence[EnvLine] = (),
+    per_env_auc: Sequence[EnvLine] = (),
 ) -> str:
     """The summary as text in ``fmt``; table and markdown pair each estimate with its CI and, given
     the ``loaded`` board and its ``per_env`` lines, follow it with the normalisation of each env,
-    the flagged envs and the per-env table. CSV is the summary alone (one table)."""
+    the flagged envs and the per-env table, and the per-env AUC table where ``per_env_auc`` has
+    lines (``show --per-env-auc``). CSV is the summary alone (one table)."""
     from offline_gitd.leaderboard.per_env import reference_lines
 
     rows = records(summaries)
@@ -491,6 +500,10 @@ def render(
             report["per_env"] = per_env_records(per_env, references)
             report["per_env_test"] = "two-sided unpaired permutation test of equal mean final returns"
             report["per_env_adjustment"] = family_note(per_env, baseline)
+            if per_env_auc:
+                report["per_env_auc"] = per_env_records(per_env_auc, [])
+                report["per_env_auc_value"] = AUC_MEANING
+                report["per_env_auc_adjustment"] = family_note(per_env_auc, baseline)
             report["no_reference"] = list(loaded.lacking)  # envs without the chosen reference: not aggregated
             report["normalisers"] = aggregate_records(loaded.aggregates)
             report["order_flips"] = loaded.order_flips()
@@ -563,6 +576,19 @@ def render(
             + "\n"
             + render_per_env(per_env, references, baseline, fmt),
         ]
+        + (
+            [
+                heading.format(
+                    f"Per env: AUC, {AUC_MEANING}, mean over seeds [95% bootstrap CI]; against the baseline, "
+                    "P(improvement) and a two-sided unpaired permutation test of equal means. "
+                    + family_note(per_env_auc, baseline)
+                )
+                + "\n"
+                + render_per_env(per_env_auc, [], baseline, fmt, "auc")
+            ]
+            if per_env_auc
+            else []
+        )
     )
 
 
@@ -576,12 +602,19 @@ def show(
     envs: Sequence[str] = (),
     methods: Sequence[str] = (),
     keep_flagged: bool = False,
+    auc_per_env: bool = False,
 ) -> str:
-    """Read, normalise and summarise a board (its chosen envs and methods); the rendered text."""
+    """Read, normalise and summarise a board (its chosen envs and methods); the rendered text.
+    ``auc_per_env``: the per-env AUC table too (an online board's second question: how fast)."""
     loaded = load(board, baseline, how, envs, methods, keep_flagged)
     from offline_gitd.leaderboard.per_env import per_env_lines
     from offline_gitd.leaderboard.stats import summarise
 
     summaries = summarise(loaded.scored, loaded.baseline, reps, seed)
     per_env = per_env_lines(loaded.everything, loaded.baseline, reps, seed, loaded.flagged)
-    return render(summaries, fmt, loaded.baseline, how, loaded, per_env)
+    per_env_auc = (
+        per_env_lines(loaded.everything, loaded.baseline, reps, seed, loaded.flagged, value="auc")
+        if auc_per_env
+        else []
+    )
+    return render(summaries, fmt, loaded.baseline, how, loaded, per_env, per_env_auc)
