@@ -139,7 +139,20 @@ def test_not_a_run_directory(tmp_path, capsys) -> None:
 
 
 def test_online_run_policy_and_episodes(tmp_path) -> None:
-    argv = ["online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--steps", "100", "--mlp-hidden", "8"]
+    argv = [
+        "online",
+        "dqn",
+        "--env",
+        "CartPole-v1",
+        "--loop",
+        "python",
+        "--critic",
+        "td",
+        "--steps",
+        "100",
+        "--mlp-hidden",
+        "8",
+    ]
     argv += ["--batch-size", "8", "--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "50"]
     assert main([*argv, "--out", str(tmp_path / "run"), "--no-progress", "--no-tensorboard"]) == 0
     run = offline_gitd.load_run(tmp_path / "run")

@@ -54,7 +54,20 @@ def test_a_terminal_gets_a_bar() -> None:
 
 
 def test_online_log_has_a_line_per_window_and_a_summary(tmp_path, capsys) -> None:
-    argv = ["online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--steps", "200", "--mlp-hidden", "8"]
+    argv = [
+        "online",
+        "dqn",
+        "--env",
+        "CartPole-v1",
+        "--loop",
+        "python",
+        "--critic",
+        "td",
+        "--steps",
+        "200",
+        "--mlp-hidden",
+        "8",
+    ]
     argv += ["--batch-size", "8", "--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "100"]
     assert main([*argv, "--out", str(tmp_path / "run"), "--no-tensorboard"]) == 0
     text = capsys.readouterr().out

@@ -25,6 +25,9 @@ or a checkpoint moves between the two loops (docs/minatar.md#the-games-in-jax):
   (:class:`~offline_gitd.envs.images.Uint8Images`);
 * a checkpoint: Asterix's state holds an unused empty array, which a checkpoint cannot save; the
   wrapper makes it one element (:func:`checkpointable`);
+* Seaquest's oxygen: ``minatar`` 1.0.15 ends the episode on the step that starts with the oxygen
+  at 0, pgx one step later (:func:`as_minatar`), and on that last board pgx draws a full oxygen
+  gauge where ``minatar`` draws an empty one (:func:`observe`); the wrapper does as ``minatar``;
 * the time limit: ``minatar`` has none but Freeway's own (2,500 steps, a termination in both); the
   package caps every MinAtar episode at 10,000 steps (the ``minatar`` domain's horizon) through
   gymnasium's ``TimeLimit``, so ``truncated`` is true on the 10,000th step. pgx has no cap: the
@@ -49,6 +52,7 @@ import jax.numpy as jnp
 
 STICKY_ACTION_PROB = 0.1  # minatar's default, which MinAtar/{Game}-v1 keeps
 MAX_EPISODE_STEPS = 10_000  # the package's cap on a MinAtar episode (the minatar domain's horizon)
+SEAQUEST_OXYGEN = 7  # the oxygen gauge's channel in Seaquest's board
 
 
 class GameSpec(NamedTuple):
@@ -85,6 +89,33 @@ def pgx_game(env_id: str, sticky_action_prob: float = STICKY_ACTION_PROB) -> Any
     spec = GAMES[env_id]
     cls = getattr(import_module(spec.module), spec.cls)
     return cls(use_minimal_action_set=True, sticky_action_prob=sticky_action_prob)
+
+
+def observe(env_id: str, game: Any) -> jax.Array:
+    """The board of pgx's ``game`` as the package's ``env_id`` shows it: uint8 0/1 ``[10, 10, C]``.
+
+    One fix: on the step Seaquest's oxygen runs out (oxygen -1, the episode's last board) pgx draws
+    a full oxygen gauge (9 cells), as ``minatar`` did before it clamped the gauge at 0; ``minatar``
+    1.0.15 draws an empty one (``max(0, oxygen)``), so the gauge row is cleared here."""
+    obs = game.observation
+    if env_id == "MinAtar/Seaquest-v1":
+        obs = obs.at[9, :, SEAQUEST_OXYGEN].set(obs[9, :, SEAQUEST_OXYGEN] & (game._oxygen >= 0))
+    return obs.astype(jnp.uint8)
+
+
+def as_minatar(env_id: str, before: Any, after: Any) -> Any:
+    """pgx's state ``after`` one step from ``before``, with the step's end as ``minatar`` 1.0.15
+    decides it.
+
+    One fix: Seaquest ends the step that starts with the oxygen at 0 in ``minatar`` (``if oxygen
+    <= 0: terminal``, checked before the oxygen drops), while pgx ends it only once the oxygen is
+    below 0 (``oxygen < 0``), one step later: that extra step is played in pgx, and it can pay.
+    Here the step that starts at 0 is terminal, as in ``minatar``; the rest of the step (its moves,
+    its reward) is the same in both."""
+    if env_id != "MinAtar/Seaquest-v1":
+        return after
+    out_of_oxygen = ~before.terminated & (before._oxygen <= 0)
+    return after.replace(terminated=after.terminated | out_of_oxygen, _terminal=after._terminal | out_of_oxygen)
 
 
 def checkpointable(game: Any) -> Any:
@@ -131,7 +162,7 @@ class MinAtar:
         init_key, key = jax.random.split(key)
         game = checkpointable(self.game.init(init_key))
         game = game.replace(_last_action=jnp.asarray(last_action, jnp.int32))
-        return MinAtarState(game, jnp.zeros((), jnp.int32), key), game.observation.astype(jnp.uint8)
+        return MinAtarState(game, jnp.zeros((), jnp.int32), key), observe(self.env_id, game)
 
     def reset(self, key: jax.Array) -> tuple[MinAtarState, jax.Array]:
         """The first episode of a freshly built env, whose last action is minatar's initial no-op."""
@@ -148,11 +179,11 @@ class MinAtar:
         """One env step of ``action``: pgx's step (sticky draw, game draws, the game), then the
         package's time limit. A terminated game stays as it is and pays nothing (pgx and minatar)."""
         key, step_key = jax.random.split(state.key)
-        game = self.game.step(state.game, jnp.asarray(action, jnp.int32), step_key)
+        game = as_minatar(self.env_id, state.game, self.game.step(state.game, jnp.asarray(action, jnp.int32), step_key))
         steps = state.steps + 1
         return (
             MinAtarState(game, steps, key),
-            game.observation.astype(jnp.uint8),
+            observe(self.env_id, game),
             game.rewards[0].astype(jnp.float32),
             game.terminated,
             steps >= self.max_episode_steps,

@@ -173,7 +173,20 @@ print(json.dumps({"names": list(critic_names()), "K": spec.default_K, "loss": np
 @pytest.mark.e2e
 def test_installed_critic_trains_through_the_cli(plugin_site: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    argv = ["online", "dqn", "--env", "CartPole-v1", "--critic", "huber", "--steps", "200", "--seeds", "0"]
+    argv = [
+        "online",
+        "dqn",
+        "--env",
+        "CartPole-v1",
+        "--loop",
+        "python",
+        "--critic",
+        "huber",
+        "--steps",
+        "200",
+        "--seeds",
+        "0",
+    ]
     argv += ["--mlp-hidden", "16,16", "--batch-size", "16", "--initial-samples", "100", "--log-every", "100"]
     argv += ["--checkpoint-every", "200", "--T", "20", "--out", str(out), "--no-progress", "--no-tensorboard"]
     done = subprocess.run(

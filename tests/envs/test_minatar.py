@@ -216,7 +216,7 @@ def test_bad_checkpoint_every_is_refused(tmp_path, capsys) -> None:
 
 def test_online_dqn_on_minatar_trains_the_minatar_torso_and_evaluates(tmp_path, capsys) -> None:
     run = str(tmp_path / "run")
-    argv = ["online", "dqn", "--env", "MinAtar/Breakout-v1", "--critic", "td", "--steps", "200"]
+    argv = ["online", "dqn", "--env", "MinAtar/Breakout-v1", "--loop", "python", "--critic", "td", "--steps", "200"]
     argv += ["--initial-samples", "50", "--log-every", "100", "--checkpoint-every", "200", "--out", run]
     assert main([*argv, "--no-progress"]) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())

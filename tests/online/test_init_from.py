@@ -23,7 +23,20 @@ from tests.minari_fixtures import record_into_new_root
 
 DATASET = "tests/cartpole/random-v0"
 QUIET = ["--no-progress", "--no-tensorboard"]
-ONLINE = ["online", "dqn", "--env", "CartPole-v1", "--steps", "100", "--batch-size", "16", "--log-every", "50"]
+ONLINE = [
+    "online",
+    "dqn",
+    "--env",
+    "CartPole-v1",
+    "--loop",
+    "python",
+    "--steps",
+    "100",
+    "--batch-size",
+    "16",
+    "--log-every",
+    "50",
+]
 ONLINE += ["--checkpoint-every", "100", "--initial-samples", "0", *QUIET]
 
 
@@ -70,7 +83,9 @@ def offline_run(tmp_path_factory, minari_root: Path) -> Path:
 @pytest.mark.e2e
 def test_the_online_state_is_the_offline_checkpoint(offline_run: Path) -> None:
     network = dict(critic="gitd", K=2, mlp_hidden="16,16")
-    cfg = OnlineConfig(env="CartPole-v1", out="-", seeds="0-2", init_from=str(offline_run), init_seed=1, **network)
+    cfg = OnlineConfig(
+        env="CartPole-v1", loop="python", out="-", seeds="0-2", init_from=str(offline_run), init_seed=1, **network
+    )
     cfg, info = resolve_config(cfg)
     cfg = resolve_origin(cfg)
     assert cfg.init_epoch == 1 and Path(cfg.init_from).is_absolute()

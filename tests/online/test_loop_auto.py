@@ -81,8 +81,16 @@ def test_the_default_runs_the_compiled_loop_and_an_unsupported_option_the_python
 
 @pytest.mark.e2e
 def test_online_dqn_on_minatar_asterix_runs_the_compiled_loop_by_default(tmp_path: Path) -> None:
-    """The issue's check: ``online dqn --env MinAtar/Asterix-v1`` with no ``--loop``."""
+    """The issue's check: ``online dqn --env MinAtar/Asterix-v1`` with no ``--loop``; the run
+    resumes, evaluates and loads as a run of the Python loop does (Asterix's env state, which the
+    checkpoint holds, included)."""
+    from offline_gitd.trained import load_run
+
     out = tmp_path / "asterix"
     assert main(["online", "dqn", "--env", "MinAtar/Asterix-v1", "--steps", "200", *TINY, "--out", str(out)]) == 0
     record = json.loads((out / "config.json").read_text())
     assert record["config"]["loop"] == "compiled" and "loop=compiled" in record["method_config"].split()
+    assert main(["online", "dqn", "--out", str(out), "--resume", "--steps", "250"]) == 0
+    assert main(["evaluate", str(out), "--episodes", "2"]) == 0
+    run = load_run(out)
+    assert run.checkpoints() == [200, 250] and run.agent().checkpoint == 250

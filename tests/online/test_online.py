@@ -41,6 +41,7 @@ def compilation_cache(jax_compilation_cache):
 
 def tiny(out: Path, algo: str = "dqn", env: str = "CartPole-v1", **overrides) -> OnlineConfig:
     values = dict(algo=algo, env=env, critic="gitd", K=3, T=20, steps=300, seeds="0-1", out=str(out), **TINY)
+    values.setdefault("loop", "python")  # these tests are the Python loop's
     values.update(overrides)
     return OnlineConfig(**values)
 
@@ -300,10 +301,16 @@ def test_divergence_names_the_step_and_keeps_the_checkpoint(tmp_path):
             ["online", "sac", "--env", "CartPole-v1"],
             "CartPole-v1 has discrete actions; online sac needs continuous ones",
         ),
-        (["online", "dqn", "--env", "CartPole-v1", "--utd", "2.5"], "--utd must be an integer >= 1 or 1/n"),
-        (["online", "dqn", "--env", "CartPole-v1", "--utd", "0"], "--utd must be a positive number"),
         (
-            ["online", "dqn", "--env", "CartPole-v1", "--torso", "nature"],
+            ["online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--utd", "2.5"],
+            "--utd must be an integer >= 1 or 1/n",
+        ),
+        (
+            ["online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--utd", "0"],
+            "--utd must be a positive number",
+        ),
+        (
+            ["online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--torso", "nature"],
             "vector observations of shape (4,): use --torso mlp",
         ),
         (["online", "sac", "--env", "Pendulum-v1", "--preset", "strong"], "needs online dqn"),
@@ -357,7 +364,12 @@ def test_cli_run_and_resume(tmp_path, capsys):
         )
         == 0
     )
-    assert main(["online", "dqn", "--env", "CartPole-v1", "--steps", "100", "--out", str(out), *common]) == 2
+    assert (
+        main(
+            ["online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--steps", "100", "--out", str(out), *common]
+        )
+        == 2
+    )
     assert "already holds a run" in capsys.readouterr().err
     assert main(["online", "dqn", "--out", str(out), "--resume", "--steps", "200", "--no-progress"]) == 0
     assert "results.csv" in capsys.readouterr().out

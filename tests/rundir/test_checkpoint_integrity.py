@@ -335,7 +335,7 @@ def test_torn_online_host_state_falls_back_to_the_previous_pair(tmp_path, capsys
     from offline_gitd.online.train import resume_config, train
 
     cfg = OnlineConfig(
-        algo="dqn", env="CartPole-v1", critic="gitd", K=2, T=20, steps=200, seeds="0", out=str(tmp_path / "run"),
+        algo="dqn", env="CartPole-v1", loop="python", critic="gitd", K=2, T=20, steps=200, seeds="0", out=str(tmp_path / "run"),
         mlp_hidden="8", batch_size=8, initial_samples=50, log_every=50, checkpoint_every=100,
     )  # fmt: skip
     train(cfg, progress=False)
@@ -383,7 +383,7 @@ def test_full_disk_during_a_save_is_one_line_and_leaves_the_earlier_checkpoints(
 def test_ctrl_c_during_an_online_save_is_one_line_and_resumes(tmp_path) -> None:
     out = tmp_path / "run"
     args = [
-        "online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--steps", "2000", "--seeds", "0",
+        "online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--critic", "td", "--steps", "2000", "--seeds", "0",
         "--mlp-hidden", "8", "--batch-size", "8", "--initial-samples", "50", "--log-every", "50",
         "--checkpoint-every", "50", "--out", str(out), "--no-progress",
     ]  # fmt: skip

@@ -117,6 +117,7 @@ def test_a_resumed_run_repairs_its_files_with_one_line(tmp_path: Path, capsys, j
     cfg = OnlineConfig(
         algo="dqn",
         env="CartPole-v1",
+        loop="python",
         critic="td",
         steps=200,
         mlp_hidden="16,16",
@@ -156,6 +157,7 @@ board = "board.csv"
 
 [fixed]
 env = "CartPole-v1"
+loop = "python"
 steps = 100
 
 [grid]

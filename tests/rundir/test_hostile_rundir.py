@@ -61,7 +61,7 @@ def made(tmp_path_factory) -> Path:
     """One online and one offline run directory, each from a tiny real run."""
     root = tmp_path_factory.mktemp("hostile")
     cfg = OnlineConfig(
-        algo="dqn", env="CartPole-v1", critic="td", steps=100, seeds="0", mlp_hidden="8", batch_size=8,
+        algo="dqn", env="CartPole-v1", loop="python", critic="td", steps=100, seeds="0", mlp_hidden="8", batch_size=8,
         initial_samples=50, log_every=50, checkpoint_every=50, out=str(root / "online"),
     )  # fmt: skip
     train_online(cfg, progress=False)
@@ -123,7 +123,8 @@ def test_a_planted_pickle_is_refused_and_never_loaded(runs, capsys, sealed) -> N
 
 def test_trust_pickles_needs_resume(runs, capsys) -> None:
     err = one_line_error(
-        capsys, ["online", "dqn", "--env", "CartPole-v1", "--out", str(runs / "new"), "--trust-pickles"]
+        capsys,
+        ["online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--out", str(runs / "new"), "--trust-pickles"],
     )
     assert "--trust-pickles only applies to --resume" in err
 

@@ -39,6 +39,8 @@ with hold_run_dir(Path(sys.argv[1])):
 CARTPOLE = [
     "--env",
     "CartPole-v1",
+    "--loop",
+    "python",
     "--mlp-hidden",
     "16,16",
     "--batch-size",

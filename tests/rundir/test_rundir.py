@@ -24,7 +24,7 @@ SMALL = [
     "--eval-episodes", "0", "--batch-size", "8", "--updates-per-call", "10", "--no-progress",
 ]  # fmt: skip
 ONLINE = [
-    "online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--mlp-hidden", "8", "--batch-size", "8",
+    "online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--critic", "td", "--mlp-hidden", "8", "--batch-size", "8",
     "--initial-samples", "20", "--log-every", "20", "--checkpoint-every", "40", "--no-progress",
 ]  # fmt: skip
 

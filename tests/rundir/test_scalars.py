@@ -15,7 +15,20 @@ from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.rundir.scalars import ScalarLog
 
-ARGV = ["online", "dqn", "--env", "CartPole-v1", "--critic", "td", "--mlp-hidden", "8", "--batch-size", "8"]
+ARGV = [
+    "online",
+    "dqn",
+    "--env",
+    "CartPole-v1",
+    "--loop",
+    "python",
+    "--critic",
+    "td",
+    "--mlp-hidden",
+    "8",
+    "--batch-size",
+    "8",
+]
 ARGV += ["--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "100", "--seeds", "0-1", "--no-progress"]
 
 

@@ -41,6 +41,7 @@ retries = 0
 
 [[collect]]
 env = "CartPole-v1"
+loop = "python"
 steps = 300
 policy = "random"
 out = "offline_gitd/cartpole/random-300-v0"
@@ -270,7 +271,7 @@ def test_online_rows_may_start_late_but_never_stop_early() -> None:
 def test_online_runs_expect_a_row_at_each_log_point(tmp_path: Path) -> None:
     spec = tmp_path / "online.toml"
     spec.write_text(
-        'command = "online dqn"\n[fixed]\nenv = "CartPole-v1"\nsteps = 1000\nlog_every = 200\n'
+        'command = "online dqn"\n[fixed]\nenv = "CartPole-v1"\nloop = "python"\nsteps = 1000\nlog_every = 200\n'
         'checkpoint_every = 400\nseeds = "0-2"\n[grid]\ncritic = ["td", "gitd"]\n'
     )
     td, gitd = expand(load_spec(spec))

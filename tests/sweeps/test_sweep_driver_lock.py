@@ -30,6 +30,7 @@ cpus = 1
 
 [fixed]
 env = "CartPole-v1"
+loop = "python"
 steps = 200
 mlp_hidden = "16,16"
 batch_size = 16

@@ -32,6 +32,7 @@ NODE = dict(num_cpus=1, node_ip_address="127.0.0.1")
 # Tiny CartPole DQN runs: two seeds in one vmapped program, a checkpoint every 400 steps.
 FIXED = """
 env = "CartPole-v1"
+loop = "python"
 seeds = "0-1"
 mlp_hidden = "16,16"
 batch_size = 16

@@ -23,6 +23,7 @@ SHIPPED = {
     "atari_online": 40,
     "mujoco_online": 24,
     "minatar_offline": 25,
+    "minatar_online": 24,
     "offline_baselines": 5,
     "offline_baselines_cpu": 5,
 }
@@ -81,6 +82,26 @@ def test_atari_specs_name_ten_games_and_four_critics() -> None:
     assert len({p.fields["dataset"] for p in offline}) == 10 == len({p.fields["env"] for p in online})
     assert {p.fields["critic"] for p in offline + online} == {"td", "tdrc", "itd", "gitd"}
     assert {p.fields["seeds"] for p in offline + online} == {"0-4"}
+
+
+def test_the_minatar_online_grid_is_four_critics_on_five_games_plus_the_replay_ratio_pairs() -> None:
+    """Five games x DQN, QRC, i-DQN, Gi-DQN (K = 5, beta = 1) at one update every 4 env steps, and
+    DQN and Gi-DQN at one update per env step on two games (Breakout among them); 1M env steps,
+    seeds 0-4 in one compiled run each, returns logged at least every 50,000 steps."""
+    plans = expand(load_spec(SWEEPS / "minatar_online.toml"))
+    cells = {(p.fields["env"], p.fields["critic"], p.fields["K"], float(p.fields["utd"])) for p in plans}
+    games = {f"MinAtar/{g}-v1" for g in ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")}
+    methods = {("td", 1), ("tdrc", 1), ("itd", 5), ("gitd", 5)}
+    assert {(env, critic, k) for env, critic, k, utd in cells if utd == 0.25} == {
+        (env, critic, k) for env in games for critic, k in methods
+    }
+    pairs = {(env, critic, k) for env, critic, k, utd in cells if utd == 1.0}
+    assert {critic for _, critic, _ in pairs} == {"td", "gitd"} and len(pairs) == 4
+    assert "MinAtar/Breakout-v1" in {env for env, _, _ in pairs} and len({env for env, _, _ in pairs}) == 2
+    for plan in plans:
+        fields = plan.fields
+        assert (fields["steps"], fields["seeds"], fields["loop"], fields["beta"]) == (1_000_000, "0-4", "compiled", 1.0)
+        assert fields["log_every"] <= 50_000
 
 
 def test_seeds_per_run_splits_the_vmapped_seeds(tmp_path: Path) -> None:
