@@ -28,7 +28,7 @@ import numpy as np
 from offline_gitd.batch import Batch
 from offline_gitd.critic_registry import critic_names
 from offline_gitd.critics import CriticConfig
-from offline_gitd.learners.drivers import choose_compiler_options, make_chunk_runner
+from offline_gitd.learners.drivers import choose_compiler_options, choose_seed_strategy, make_chunk_runner
 from offline_gitd.learners.family import make_discrete_family
 
 SETUPS = {
@@ -102,6 +102,7 @@ def chunk_timer(
     the XLA options the step is compiled with, by default those the package picks for the backend."""
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
     options = choose_compiler_options() if options is None else options
+    strategy = choose_seed_strategy(strategy, (SETUPS[setup] if isinstance(setup, str) else setup)[0])
     run = make_chunk_runner(family.step, driver, strategy, options)
     pool = random_batches(np.random.default_rng(0), setup, seeds, chunk)
     batches = (
