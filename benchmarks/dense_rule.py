@@ -29,7 +29,7 @@ from typing import Any
 import flax.linen as nn
 import numpy as np
 
-from benchmarks.train_step import chunk_timer, make_family
+from benchmarks.harness import chunk_timer, interleaved, make_family
 from offline_gitd.learners import actor, bc, iql
 from offline_gitd.learners.drivers import choose_driver
 from offline_gitd.networks import conv, dense, heads, minatar, torsos
@@ -93,10 +93,7 @@ def main() -> None:
                 family, setup, driver, seeds or args.seeds, chunk, cpu_time=cpu[label, rule]
             )
     use_rule(dense.Dense, dense.dense_product)
-    times: dict[tuple[str, str], list[float]] = {key: [] for key in timers}
-    for _ in range(args.rounds):
-        for key, run_chunk in timers.items():
-            times[key].append(run_chunk())
+    times = interleaved(timers, args.rounds)
     print(f"{'step':28s}{'rule':12s}{'ms/update':>18s}{'/ this tree':>12s}{'CPU ms':>9s}{'/ this tree':>12s}")
     for label in STEPS:
         own, own_cpu = statistics.median(times[label, "this tree"]), statistics.median(cpu[label, "this tree"])
