@@ -56,7 +56,7 @@ def test_load_run_reproduces_the_training_evaluation(run_dir) -> None:
     metrics = run.metrics
     assert isinstance(metrics, pd.DataFrame) and len(metrics) == 4
     for seed in run.seeds:
-        # the training loop's evaluation seed of epoch 2 (learners/run.py): same episodes, same returns
+        # the training loop's evaluation seed of epoch 2 (offline/loop.py): same episodes, same returns
         eval_seed = int(np.random.SeedSequence([seed, 2, 1]).generate_state(1)[0])
         returns = run.evaluate(3, seed, 2, eval_seed=eval_seed)
         logged = metrics[(metrics.seed == seed) & (metrics.epoch == 2)].iloc[0]
