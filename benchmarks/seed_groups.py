@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 from offline_gitd.xla_start import request_cpu_devices
@@ -32,7 +31,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from benchmarks.harness import SETUPS, make_family, matmul_timer, random_batches, step_flops  # noqa: E402
+from benchmarks.harness import SETUPS, interleaved, make_family, matmul_timer, medians, random_batches, step_flops  # noqa: E402
 from offline_gitd.learners.drivers import choose_compiler_options, make_chunk_runner  # noqa: E402
 from offline_gitd.learners.seed_groups import over_devices  # noqa: E402
 
@@ -85,14 +84,10 @@ def main() -> None:
             for n in counts:
                 for grouped in (False, True):
                     timers[(kind, n, grouped)] = timer(family, setup, n, chunk, grouped)
-        times = {key: [] for key in timers}
-        for _ in range(args.rounds):
-            peak_times.append(peak_timer())
-            for key, run_chunk in timers.items():
-                times[key].append(run_chunk())
+        times = interleaved(timers, args.rounds, before_round=lambda: peak_times.append(peak_timer()))
         flops = {kind: step_flops(make_family(kind, setup), setup) for kind in ("td", "gitd")}
         rates += [(label, *key, flops[key[0]] * key[1] / min(times[key]) / 1e6) for key in timers]
-        med = {key: statistics.median(v) for key, v in times.items()}
+        med = medians(times)
         print(f"\n{label}: ms per update, median (best) of {args.rounds} interleaved rounds")
         print(f"{'critic':7s}{'seeds':>6s}{'one program':>20s}{'groups':>20s}{'speed-up':>10s}{'x 1 seed':>16s}")
         for kind in ("td", "gitd"):

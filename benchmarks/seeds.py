@@ -35,7 +35,7 @@ import flax.linen as nn
 import jax
 import numpy as np
 
-from benchmarks.harness import chunk_timer, make_family, matmul_timer, step_flops
+from benchmarks.harness import chunk_timer, interleaved, make_family, matmul_timer, medians, step_flops
 from offline_gitd.learners.drivers import (
     NO_YNNPACK,
     YNNPACK_DOTS_ONLY,
@@ -141,12 +141,8 @@ def main() -> None:
                     cpu[(kind, name)],
                     OPTIONS[options],
                 )
-        times = {key: [] for key in timers}
-        for _ in range(args.rounds):
-            peak_times.append(peak_timer())
-            for key, run_chunk in timers.items():
-                times[key].append(run_chunk())
-        med = {key: statistics.median(v) for key, v in times.items()}
+        times = interleaved(timers, args.rounds, before_round=lambda: peak_times.append(peak_timer()))
+        med = medians(times)
         print(
             f"\n{label} (driver {driver}; the package's seed strategy here: {auto}; its XLA options: {package_options})"
         )
