@@ -26,8 +26,16 @@ FRAME_PLACEMENTS = ("auto", "device", "host")
 # Which loop steps an online DQN run: the Python loop (gymnasium envs on the host, any env) or one
 # compiled program per logging window (offline_gitd.online.compiled), for the envs written in JAX:
 # the gymnasium ids of JAX_ENV_IDS, each with a twin in offline_gitd.online.compiled.JAX_ENVS.
-LOOPS = ("python", "compiled")
-JAX_ENV_IDS = ("CartPole-v1", "MinAtar/Breakout-v1")
+# auto: compiled where the env exists in JAX and the run's options allow it, python otherwise.
+LOOPS = ("auto", "python", "compiled")
+JAX_ENV_IDS = (
+    "CartPole-v1",
+    "MinAtar/Asterix-v1",
+    "MinAtar/Breakout-v1",
+    "MinAtar/Freeway-v1",
+    "MinAtar/Seaquest-v1",
+    "MinAtar/SpaceInvaders-v1",
+)
 # The critic column of an algorithm that trains none (behaviour cloning). The offline algorithms,
 # which third-party packages can add, are offline_gitd.algorithm_registry's records.
 NO_CRITIC = "none"

@@ -61,8 +61,9 @@ def test_formulas_become_mathml_at_build_time() -> None:
 # Plain file paths cited in code, tests and docs ("offline_gitd/networks/dense.py",
 # "learners/family.py:3", "tests/test_docs.py") must name files that exist, as the anchors into
 # docs/ must (tests/test_docs_anchors.py). A path counts when its first folder is one of the
-# repository's or of the package's; it resolves from the repository's root, from the package
-# (``online/loop.py``) or from the citing file's folder. Commands in fenced blocks show example
+# repository's or of the package's (then only a module: ``online/loop.py``, not a dataset's
+# ``data/metadata.json``); it resolves from the repository's root, from the package or from the
+# citing file's folder. Commands in fenced blocks show example
 # outputs (a board a command writes) and are left out, as is CHANGELOG.md, whose history names
 # files since split or removed.
 FILE_PATH = re.compile(
@@ -86,8 +87,8 @@ def cited_paths(root: Path = REPO) -> list[tuple[str, str]]:
     files = source_files(root)
     names = {path.name for path in files}
     package_folders = {path.parent.name for path in (root / "offline_gitd").glob("*/__init__.py")}
-    first_folders = {"offline_gitd", "tests", "docs", "benchmarks", "leaderboards", "sweeps", "datasets"}
-    first_folders |= package_folders
+    repository_folders = {"offline_gitd", "tests", "docs", "benchmarks", "leaderboards", "sweeps", "datasets"}
+    first_folders = repository_folders | package_folders
     missing = []
     for path in files:
         name = path.relative_to(root).as_posix()
@@ -101,8 +102,11 @@ def cited_paths(root: Path = REPO) -> list[tuple[str, str]]:
         for number, line in lines:
             for match in FILE_PATH.finditer(line):
                 cited = match[1]
-                if cited.split("/")[0] not in first_folders:
+                first = cited.split("/")[0]
+                if first not in first_folders:
                     continue
+                if first in package_folders - repository_folders and not cited.endswith(".py"):
+                    continue  # data/metadata.json: a path inside a dataset or a run, not the package's
                 if not any((base / cited).exists() for base in (root, root / "offline_gitd", path.parent)):
                     missing.append((f"{name}:{number}", cited))
             for match in BARE_NAME.finditer(line):

@@ -122,6 +122,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="store under DATA_DIR/minari (default: $OFFLINE_GITD_DATA/minari if set, else "
         "$MINARI_DATASETS_PATH, else ~/.minari/datasets)",
     )
+    minari_parser.add_argument(
+        "--mirror",
+        action="append",
+        metavar="URL",
+        help="a folder of packs (http://, https:// or file://) holding the manifest entry's pack file; repeat it "
+        "to give mirrors, tried in order (default: the manifest's mirrors). For the package's own datasets only",
+    )
+    minari_parser.add_argument(
+        "--manifest",
+        action="append",
+        type=Path,
+        metavar="FILE",
+        help="a dataset manifest listing ID with its pack (repeatable; default: the repository's datasets/*.json). "
+        "An ID no manifest lists comes from Minari's own remote",
+    )
+    minari_parser.add_argument("--retries", type=int, default=5, help="attempts without progress (default 5)")
+    minari_parser.add_argument("--timeout", type=float, default=60.0, help="socket timeout, s (default 60)")
     minari_parser.set_defaults(func=_fetch_minari)
 
     datasets = subparsers.add_parser(
@@ -180,6 +197,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     manifest.add_argument("--data-dir", help=_DATA_DIR_HELP)
     manifest.set_defaults(func=_datasets_manifest)
+    pack = actions.add_parser(
+        "pack",
+        help="write one archive per recorded Minari dataset, for mirrors to serve",
+        description="Pack local Minari datasets, one tar.xz archive each (the dataset folder, reproducibly), "
+        "into DIR, and record each archive's file, size and SHA-256 in the manifest beside the dataset's "
+        "content digest. A dataset whose content differs from its manifest entry is refused: the pack must "
+        "restore what the manifest promises. `fetch minari ID --mirror URL` restores it (docs/datasets.md#packs).",
+        epilog=(
+            "examples:\n"
+            "  offline_gitd datasets pack minari:offline_gitd/minatar-breakout/dqn-replay-1m-v0 --out packs/\n"
+            "  offline_gitd datasets pack minari:tests/x-v0 --out packs/ --manifest my_manifest.json"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    pack.add_argument("dataset_ids", metavar="ID", nargs="+", help="minari:ID of a local dataset")
+    pack.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder the archives are written to")
+    pack.add_argument(
+        "--manifest",
+        type=Path,
+        metavar="FILE",
+        help="the manifest to record the packs in (default: the repository's manifest that lists the dataset)",
+    )
+    pack.add_argument("--data-dir", help=_DATA_DIR_HELP)
+    pack.set_defaults(func=_datasets_pack)
 
 
 # --------------------------------------------------------------------------- fetch
@@ -228,19 +269,74 @@ def _fetch_rlu_atari(args: argparse.Namespace) -> int:
 
 def _fetch_minari(args: argparse.Namespace) -> int:
     from offline_gitd.data.minari_fetch import fetch_minari
+    from offline_gitd.data.pack_fetch import find_entry, repository_manifests
     from offline_gitd.data.paths import minari_datasets_dir
+    from offline_gitd.errors import UsageError
     from offline_gitd.output_paths import require_dir_target
 
     dataset = parse_dataset_id(f"minari:{args.dataset_id.removeprefix('minari:')}")
     if args.data_dir:
         require_dir_target(args.data_dir, "--data-dir")
     assert isinstance(dataset, MinariId)
+    for manifest in args.manifest or ():
+        if not manifest.is_file():
+            raise UsageError(f"--manifest {manifest}: no such file")
+    found = find_entry(dataset.dataset_id, args.manifest or repository_manifests())
     datasets_dir = minari_datasets_dir(args.data_dir, os.environ)
+    if found is not None:
+        return _fetch_minari_pack(args, dataset.dataset_id, found, datasets_dir)
+    if args.mirror:
+        raise UsageError(
+            f"no manifest lists {dataset.dataset_id} (looked in "
+            f"{', '.join(map(str, args.manifest or repository_manifests())) or 'none'}); --mirror fetches the "
+            "package's own datasets by their manifest entry"
+        )
     path, downloaded = fetch_minari(dataset.dataset_id, datasets_dir)
     print(f"minari dataset {dataset.dataset_id} {'downloaded to' if downloaded else 'already in'} {path}")
     print(
         f"train on it with: offline_gitd train --dataset minari:{dataset.dataset_id}{data_dir_flag(args.data_dir)} "
         "--out RUN_DIR"
+    )
+    if args.data_dir or os.environ.get(ENV_VAR):
+        print(f"load it with plain minari: MINARI_DATASETS_PATH={datasets_dir}")
+    return 0
+
+
+def _fetch_minari_pack(args: argparse.Namespace, dataset_id: str, found: Any, datasets_dir: Path) -> int:
+    """A dataset a manifest lists: from its pack on the mirrors, checked twice (archive, content)."""
+    from offline_gitd.config.fields import check_range
+    from offline_gitd.data.http_download import RetryPolicy
+    from offline_gitd.data.inventory import format_bytes
+    from offline_gitd.data.pack_fetch import fetch_pack, manifest_summary
+
+    check_range("--retries", args.retries, 1)
+    check_range("--timeout", args.timeout, MIN_TIMEOUT, why="seconds")
+    local = datasets_dir / dataset_id
+    if (local / "data").exists():
+        print(f"minari dataset {dataset_id} already in {local}")
+        print(f"check it against its manifest: offline_gitd datasets manifest --check --out {found.manifest}")
+        return 0
+    root = data_root(args.data_dir)
+    result = fetch_pack(
+        dataset_id,
+        found,
+        args.mirror or found.mirrors,
+        root,
+        datasets_dir,
+        RetryPolicy(attempts=args.retries, timeout=args.timeout),
+    )
+    if result.note:
+        print(f"note     {result.note}")
+    size = format_bytes(result.archive.stat().st_size)
+    how = f"downloaded in {result.download_seconds:.1f} s" if result.downloaded else "already here, verified"
+    print(f"pack {result.archive} ({size}, {how}; sha256 matches the manifest)")
+    print(
+        f"restored in {result.restored.unpack_seconds:.1f} s, content digest checked in "
+        f"{result.restored.verify_seconds:.1f} s: {manifest_summary(found)}"
+    )
+    print(f"minari dataset {dataset_id} restored to {result.restored.path}")
+    print(
+        f"train on it with: offline_gitd train --dataset minari:{dataset_id}{data_dir_flag(args.data_dir)} --out RUN_DIR"
     )
     if args.data_dir or os.environ.get(ENV_VAR):
         print(f"load it with plain minari: MINARI_DATASETS_PATH={datasets_dir}")
@@ -465,3 +561,66 @@ def _datasets_manifest(args: argparse.Namespace) -> int:
         failed += bool(found)
         print(f"minari:{entry['id']}: " + ("; ".join(found) if found else "matches the manifest"))
     return 1 if failed else 0
+
+
+def _datasets_pack(args: argparse.Namespace) -> int:
+    """Pack local Minari datasets and record each pack in its manifest entry."""
+    import time
+
+    from offline_gitd.data.inventory import directory_size, format_bytes
+    from offline_gitd.data.manifest import describe, differences, read_manifest, write_manifest
+    from offline_gitd.data.minari_pack import pack_dataset
+    from offline_gitd.data.pack_fetch import find_entry, repository_manifests
+    from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
+    from offline_gitd.errors import UsageError
+    from offline_gitd.output_paths import require_dir_target
+
+    ids = [parse_dataset_id(text) for text in args.dataset_ids]
+    if any(not isinstance(dataset, MinariId) for dataset in ids):
+        raise UsageError("datasets pack packs Minari datasets (minari:ID); RL Unplugged shards are fetched as they are")
+    require_dir_target(args.out, "--out")
+    if args.manifest is not None and args.manifest.exists():
+        read_manifest(args.manifest)  # a malformed manifest is refused before any work
+    use_minari_root(args.data_dir)
+    datasets_dir = minari_datasets_dir(_data_root(args.data_dir) if args.data_dir else None, os.environ)
+    plan = []
+    for dataset in ids:
+        assert isinstance(dataset, MinariId)
+        if not (datasets_dir / dataset.dataset_id / "data").is_dir():
+            raise UsageError(f"minari:{dataset.dataset_id} is not in {datasets_dir}; record or fetch it first")
+        if args.manifest is not None:
+            manifest = args.manifest
+        else:
+            found = find_entry(dataset.dataset_id, repository_manifests())
+            if found is None:
+                raise UsageError(
+                    f"no repository manifest lists minari:{dataset.dataset_id}; name one with --manifest FILE"
+                )
+            manifest = found.manifest
+        plan.append((dataset.dataset_id, manifest))
+    import minari
+
+    for dataset_id, manifest in plan:
+        published = {e["id"]: e for e in read_manifest(manifest)} if manifest.exists() else {}
+        path = datasets_dir / dataset_id
+        print(f"reading minari:{dataset_id} ...", flush=True)
+        entry = describe(dataset_id, path, minari.load_dataset(dataset_id))
+        if dataset_id in published:
+            found_differences = differences(entry, published[dataset_id])
+            if found_differences:
+                raise UsageError(
+                    f"minari:{dataset_id} differs from its entry in {manifest} ({found_differences[0]}); "
+                    "a pack must restore what the manifest promises: refused"
+                )
+            entry = dict(published[dataset_id])
+        start = time.perf_counter()
+        info = pack_dataset(dataset_id, path, args.out)
+        seconds = time.perf_counter() - start
+        write_manifest(manifest, [dict(entry, pack=info.entry())])
+        size = directory_size(path)
+        print(
+            f"minari:{dataset_id}: {format_bytes(size)} -> {args.out / info.file} {format_bytes(info.bytes)} "
+            f"({size / info.bytes:.1f}x smaller) in {seconds:.1f} s; sha256 {info.sha256[:16]}"
+        )
+        print(f"recorded in {manifest}; serve {info.file} from a mirror (docs/datasets.md#packs)")
+    return 0

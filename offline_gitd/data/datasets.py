@@ -57,6 +57,9 @@ class OfflineData:
     suite: str
     env_name: str
     description: str
+    # The data's content digest (offline_gitd.data.digest): part of a run's identity, set by the
+    # training command (docs/leaderboard.md#what-made-a-row); None where it was not taken.
+    data_sha256: str | None = None
 
 
 # RL Unplugged's network input: 4 stacked 84x84 frames.

@@ -93,6 +93,8 @@ class ShardTask:
     url: str
     dest: Path
     fallbacks: tuple[str, ...] = ()
+    # What a 404 means: where a mirror must keep the file (RL Unplugged's bucket layout by default).
+    missing_hint: str = "--base-url must mirror the bucket as BASE/{layout}/{Game}/run_{N}-{i:05d}-of-{n:05d}"
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -152,10 +154,7 @@ def _open(task: ShardTask, offset: int, policy: RetryPolicy, opener: Opener) -> 
     except urllib.error.HTTPError as err:
         err.close()
         if err.code == 404:
-            raise _FatalError(
-                f"HTTP 404 for {task.url}: no such shard there; --base-url must mirror the bucket "
-                "as BASE/{layout}/{Game}/run_{N}-{i:05d}-of-{n:05d}"
-            ) from err
+            raise _FatalError(f"HTTP 404 for {task.url}: no such file there; {task.missing_hint}") from err
         if err.code == 416:
             raise _RestartError(f"server refused range bytes={offset}- (HTTP 416)") from err
         if err.code in (408, 429) or err.code >= 500:
@@ -383,7 +382,13 @@ def _fetch_shard_locked(
     contributors = ["an earlier fetch"] if task.part.exists() and task.part.stat().st_size else []
     for url in task.sources:
         download = _ShardDownload(
-            ShardTask(task.name, url, task.dest), policy, progress, opener, stop, reference, started
+            ShardTask(task.name, url, task.dest, missing_hint=task.missing_hint),
+            policy,
+            progress,
+            opener,
+            stop,
+            reference,
+            started,
         )
         try:
             checks = download.run(sleep)

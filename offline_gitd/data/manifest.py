@@ -34,7 +34,15 @@ REFERENCE_KEYS = (
     "num_episodes_average_score",
     "checkpoint_every",
     "checkpoint_returns",
+    # the final policy at the runs' evaluation protocol (collect records it, docs/datasets.md#collecting-datasets)
+    "behaviour_eval_score",
+    "behaviour_eval_episodes",
+    "behaviour_eval_epsilon",
 )
+# What code and device recorded the data (collect's metadata, docs/datasets.md#collecting-datasets):
+# kept in the manifest, which is committed where the data is not; not compared by --check, since the
+# same content can come from another commit.
+CODE_KEYS = ("code_version", "code_commit", "code_dirty", "code_diff_sha256", "code_commit_reason", "collected_on")
 
 
 def _update(digest: Any, array: np.ndarray) -> None:
@@ -81,23 +89,44 @@ def describe(dataset_id: str, path: Path, dataset: Any) -> dict[str, Any]:
         "sha256": content_digest(_episodes(dataset)),
         "references": {key: metadata[key] for key in REFERENCE_KEYS if key in metadata},
         "recorded_by": metadata.get("description", "").split(" Config: ")[0],
+        **({"recorded_with": code} if (code := {key: metadata[key] for key in CODE_KEYS if key in metadata}) else {}),
     }
 
 
 def write_manifest(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
     """Replace the entries of ``entries``' ids in the manifest at ``path`` (others are kept, in
-    id order): a manifest grows one dataset at a time as recordings finish."""
-    kept = {entry["id"]: entry for entry in read_manifest(path)} if path.exists() else {}
-    kept.update({entry["id"]: dict(entry) for entry in entries})
-    document = {"version": MANIFEST_VERSION, "datasets": [kept[key] for key in sorted(kept)]}
+    id order): a manifest grows one dataset at a time as recordings finish.
+
+    The manifest's other keys (its ``mirrors``) are kept, and so is an entry's ``pack`` when the
+    entry written anew has none and the same content digest: the archive still restores it
+    (docs/datasets.md#packs)."""
+    document = read_manifest_document(path) if path.exists() else {"version": MANIFEST_VERSION, "datasets": []}
+    kept = {entry["id"]: entry for entry in document["datasets"]}
+    for entry in entries:
+        new, old = dict(entry), kept.get(entry["id"], {})
+        if "pack" not in new and "pack" in old and old.get("sha256") == new.get("sha256"):
+            new["pack"] = old["pack"]
+        kept[entry["id"]] = new
+    document = dict(document, version=MANIFEST_VERSION, datasets=[kept[key] for key in sorted(kept)])
     replace_json(path, document)  # a reader sees the old manifest or the new one
 
 
-def read_manifest(path: Path) -> list[dict[str, Any]]:
+def read_manifest_document(path: Path) -> dict[str, Any]:
+    """The whole manifest: ``version``, ``datasets`` and, where packs are published, ``mirrors``
+    (base URLs that keep each pack as ``BASE/FILE``, tried in order)."""
     document = json.loads(path.read_text())
     if not isinstance(document, dict) or document.get("version") != MANIFEST_VERSION:
         raise ValueError(f"{path}: not a version-{MANIFEST_VERSION} dataset manifest")
-    return list(document["datasets"])
+    if not isinstance(document.get("datasets"), list):
+        raise ValueError(f"{path}: a manifest's datasets must be a list")
+    mirrors = document.get("mirrors", [])
+    if not isinstance(mirrors, list) or not all(isinstance(url, str) for url in mirrors):
+        raise ValueError(f"{path}: a manifest's mirrors must be a list of URLs")
+    return document
+
+
+def read_manifest(path: Path) -> list[dict[str, Any]]:
+    return list(read_manifest_document(path)["datasets"])
 
 
 def differences(recorded: Mapping[str, Any], published: Mapping[str, Any]) -> list[str]:

@@ -13,6 +13,13 @@ import gymnasium as gym
 import numpy as np
 
 MINATAR_PREFIX = "MinAtar/"
+UINT8_IMAGES_ENTRY_POINT = "offline_gitd.envs.images:Uint8Images"
+# What a recorded dataset says of its observations, in its metadata rather than as this package's
+# wrapper in its env spec, so that minari, gymnasium and the env's package alone recover its env.
+OBSERVATION_LAYOUT = (
+    "uint8 0/1 images, H x W x C: the env's bool observations as uint8 (numpy.asarray(obs, numpy.uint8)); "
+    "recover_environment() gives the env's own bool observations"
+)
 
 
 def is_image_space(space: gym.Space) -> bool:

@@ -13,7 +13,10 @@ The references are those a dataset's own metadata carries (Minari's ``metadata.j
   training episodes as ``ref_max_score`` (docs/datasets.md), so random = 0 and behaviour = 100;
 - ``checkpoint_returns``: the behaviour agent's mean return per checkpoint of a DQN-replay dataset
   (docs/minatar.md); its last one is the DQN-replay score, RL Unplugged's reference for its replay
-  data, with ``ref_min_score`` as random.
+  data, with ``ref_min_score`` as random;
+- ``behaviour_eval_score``: the behaviour agent's final policy evaluated the way the runs are
+  (``collect`` since it records it: 100 episodes at epsilon 0.001), beside its training return,
+  which explores (epsilon 0.1 on MinAtar). Side files written before it have no such column.
 
 A board made before this file existed has none: every reader then falls back to the packaged
 tables and then to the baseline method (docs/leaderboard.md#normalisation), and the side file can be
@@ -33,7 +36,17 @@ from pathlib import Path
 from offline_gitd.errors import UsageError
 
 SUFFIX = ".references.csv"
-FIELDS: tuple[str, ...] = ("suite", "env", "dataset", "ref_min_score", "ref_max_score", "dqn_replay_score", "source")
+FIELDS: tuple[str, ...] = (
+    "suite",
+    "env",
+    "dataset",
+    "ref_min_score",
+    "ref_max_score",
+    "dqn_replay_score",
+    "source",
+    "behaviour_eval_score",
+)
+OLDER_FIELDS = FIELDS[:-1]  # side files written before behaviour_eval_score
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +60,7 @@ class DatasetReference:
     ref_max_score: float | None
     dqn_replay_score: float | None
     source: str
+    behaviour_eval_score: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -57,6 +71,9 @@ class DatasetReference:
             other.ref_min_score,
             other.ref_max_score,
             other.dqn_replay_score,
+        ) and (
+            None in (self.behaviour_eval_score, other.behaviour_eval_score)
+            or (self.behaviour_eval_score == other.behaviour_eval_score)
         )
 
 
@@ -86,7 +103,7 @@ def read_references(board: Path) -> dict[tuple[str, str], DatasetReference]:
     out: dict[tuple[str, str], DatasetReference] = {}
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
-        if tuple(reader.fieldnames or ()) != FIELDS:
+        if tuple(reader.fieldnames or ()) not in (FIELDS, OLDER_FIELDS):
             raise UsageError(f"{path}:1: header must be {','.join(FIELDS)}")
         for line, record in enumerate(reader, start=2):
             reference = DatasetReference(
@@ -97,6 +114,9 @@ def read_references(board: Path) -> dict[tuple[str, str], DatasetReference]:
                 ref_max_score=_number(path, line, "ref_max_score", record["ref_max_score"]),
                 dqn_replay_score=_number(path, line, "dqn_replay_score", record["dqn_replay_score"]),
                 source=record["source"],
+                behaviour_eval_score=_number(
+                    path, line, "behaviour_eval_score", record.get("behaviour_eval_score") or ""
+                ),
             )
             if reference.key in out:
                 raise UsageError(f"{path}:{line}: a second line for {reference.suite} {reference.env}")
@@ -111,8 +131,16 @@ def encode_references(references: Iterable[DatasetReference]) -> bytes:
     writer.writerow(FIELDS)
     for item in sorted(references, key=lambda r: r.key):
         numbers = (item.ref_min_score, item.ref_max_score, item.dqn_replay_score)
+        evaluated = "" if item.behaviour_eval_score is None else repr(float(item.behaviour_eval_score))
         writer.writerow(
-            [item.suite, item.env, item.dataset, *("" if v is None else repr(float(v)) for v in numbers), item.source]
+            [
+                item.suite,
+                item.env,
+                item.dataset,
+                *("" if v is None else repr(float(v)) for v in numbers),
+                item.source,
+                evaluated,
+            ]
         )
     return buffer.getvalue().encode("utf-8")
 
@@ -134,9 +162,10 @@ def from_metadata(
     returns = metadata.get("checkpoint_returns")
     replay = number(returns[-1]) if isinstance(returns, list) and returns else None
     low, high = number(metadata.get("ref_min_score")), number(metadata.get("ref_max_score"))
-    if low is None and high is None and replay is None:
+    evaluated = number(metadata.get("behaviour_eval_score"))
+    if low is None and high is None and replay is None and evaluated is None:
         return None
-    return DatasetReference(suite, env, dataset, low, high, replay, source)
+    return DatasetReference(suite, env, dataset, low, high, replay, source, evaluated)
 
 
 def run_dataset(run_dir: Path) -> tuple[str, str | None] | None:
@@ -181,6 +210,8 @@ def merge(
     notes = []
     for item in new:
         first = merged.setdefault(item.key, item)
+        if first.behaviour_eval_score is None and item.behaviour_eval_score is not None and first.same_numbers(item):
+            merged[item.key] = first = dataclasses.replace(first, behaviour_eval_score=item.behaviour_eval_score)
         if not first.same_numbers(item):
             notes.append(
                 f"{item.suite} {item.env}: dataset {item.dataset} has references other than those kept "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
+from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
@@ -37,8 +38,11 @@ def resample_indices(rng: np.random.Generator, reps: int, runs: int, envs: int) 
 def gather(values: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """``values`` (runs x envs, or runs x envs x more) resampled by ``indices`` (reps x runs x
     envs): out[r, i, e] = values[indices[r, i, e], e]."""
-    envs = np.arange(values.shape[1])
-    return values[indices, envs]
+    envs = values.shape[1]
+    if values.ndim == 2:
+        # One flat take is several times faster than indexing with two broadcast index arrays.
+        return np.take(values.ravel(), indices * envs + np.arange(envs))
+    return values[indices, np.arange(envs)]
 
 
 def iqm(values: np.ndarray) -> np.ndarray:
@@ -50,10 +54,9 @@ def iqm(values: np.ndarray) -> np.ndarray:
     cut = int(0.25 * n)
     if cut == 0:
         return flat.mean(axis=-1)
-    if np.may_share_memory(flat, values):
-        flat = flat.copy()  # the caller's array is left as it was; a reshape that copied is ours
-    # Partitioning at both cut points puts exactly the middle values between them, in any order.
-    flat.partition((cut, n - cut - 1), axis=-1)
+    # A full sort of each row: numpy sorts short rows with SIMD, several times faster than a
+    # partition at the two cut points, and the caller's array is left as it was.
+    flat = np.sort(flat, axis=-1)
     middle = flat[..., cut : n - cut]
     result = middle.mean(axis=-1)
     undefined = np.isnan(flat).any(axis=-1)  # a NaN may sit in a trimmed tail: the IQM is undefined
@@ -89,6 +92,114 @@ def percentile_interval(samples: np.ndarray, size: float = CI_SIZE) -> tuple[np.
     return low, high
 
 
+# The exact bootstrap of a mean enumerates every multiset of n draws from n runs, C(2n - 1, n) of
+# them: 92,378 for 10 seeds, 352,716 for 11, 2.6 million for 12. Up to this many it is exact and
+# cheaper than a Monte-Carlo draw that matches it; beyond, the Monte-Carlo draw is used.
+EXACT_BOOTSTRAP_LIMIT = 400_000
+
+
+@functools.lru_cache(maxsize=8)
+def _compositions(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every way to draw ``n`` runs from ``n`` with replacement, as counts (rows of ``n`` summing
+    to ``n``), and each one's multinomial probability n! / (prod c_i! n^n). Built a column at a
+    time: each row so far is repeated once per count its next run can take (0 to what is left)."""
+    rows = np.zeros((1, 0), dtype=np.intp)
+    left = np.array([n], dtype=np.intp)
+    for _ in range(n - 1):
+        choices = left + 1
+        starts = np.repeat(np.cumsum(choices) - choices, choices)
+        taken = np.arange(int(choices.sum())) - starts
+        rows = np.column_stack([np.repeat(rows, choices, axis=0), taken])
+        left = np.repeat(left, choices) - taken
+    draws = np.column_stack([rows, left])
+    log_factorial = np.array([math.lgamma(k + 1) for k in range(n + 1)])
+    log_p = log_factorial[n] - log_factorial[draws].sum(axis=1) - n * math.log(n)
+    return draws.astype(float), np.exp(log_p)
+
+
+def exact_bootstrap_size(n: int) -> int:
+    """How many distinct resamples of ``n`` runs there are: C(2n - 1, n)."""
+    return math.comb(2 * n - 1, n) if n > 0 else 0
+
+
+def exact_mean_intervals(samples: Sequence[np.ndarray], size: float = CI_SIZE) -> list[tuple[float, float]]:
+    """For each sample, the percentile interval of the bootstrap distribution of its mean, computed
+    exactly instead of drawn: every multiset of len(sample) draws with its multinomial probability
+    (Fisher & Hall 1991, "Bootstrap algorithms for small samples"). It is the limit of
+    :func:`percentile_interval` of Monte-Carlo means as the replications grow, with no Monte-Carlo
+    error at all, so a published endpoint is the same at every ``--seed``
+    (docs/leaderboard.md#monte-carlo-error). The q-quantile is the smallest mean whose cumulative
+    probability reaches q. Every sample needs :func:`exact_bootstrap_size` <=
+    :data:`EXACT_BOOTSTRAP_LIMIT`; samples of one size share one matrix product.
+    """
+    out: list[tuple[float, float]] = [(math.nan, math.nan)] * len(samples)
+    tail = (1 - size) / 2
+    by_size: dict[int, list[int]] = {}
+    for index, sample in enumerate(samples):
+        by_size.setdefault(len(sample), []).append(index)
+    for n, indices in by_size.items():
+        if n == 0:
+            continue
+        if exact_bootstrap_size(n) > EXACT_BOOTSTRAP_LIMIT:
+            raise ValueError(
+                f"{n} values have {exact_bootstrap_size(n)} resamples; the exact bootstrap stops at "
+                f"{EXACT_BOOTSTRAP_LIMIT}"
+            )
+        draws, probability = _compositions(n)
+        values = np.stack([np.asarray(samples[i], float) for i in indices])  # samples x n
+        means = values @ draws.T / n  # samples x resamples, each row contiguous for its sort
+        for row, index in zip(means, indices):
+            order = np.argsort(row)
+            cumulative = np.cumsum(probability[order])
+            # The sum of ~10^5 terms is off by ~1e-13; a quantile exactly at a step keeps the step.
+            at = np.searchsorted(cumulative, [tail - 1e-9, 1 - tail - 1e-9], side="left")
+            low, high = row[order[np.minimum(at, len(order) - 1)]]
+            out[index] = (float(low), float(high))
+    return out
+
+
+# Grid steps over a sample's range for the convolution bootstrap of a mean (more than 11 seeds):
+# every value is moved to the nearest of GRID_STEPS + 1 points, which moves each resample's mean,
+# and so each quantile, by at most half a step: range / 10,000.
+GRID_STEPS = 5_000
+
+
+def convolved_mean_interval(values: np.ndarray, size: float = CI_SIZE) -> tuple[float, float]:
+    """The percentile interval of the bootstrap distribution of the mean of ``values``, without
+    drawing: the sum of n draws from the sample is the n-fold convolution of the sample's
+    distribution, taken with one FFT after placing the values on a grid of :data:`GRID_STEPS`
+    steps. Deterministic, like :func:`exact_mean_intervals`, and within half a grid step
+    ((max - min) / 10,000) of it, for samples too large to enumerate
+    (docs/leaderboard.md#monte-carlo-error)."""
+    values = np.asarray(values, float)
+    n = len(values)
+    low, high = float(values.min()), float(values.max())
+    if n == 1 or low == high:
+        return low, low
+    step = (high - low) / GRID_STEPS
+    cells = np.rint((values - low) / step).astype(np.intp)
+    pmf = np.bincount(cells, minlength=GRID_STEPS + 1) / n
+    length = 1 << int(n * GRID_STEPS).bit_length()  # > n x GRID_STEPS: no wrap-around
+    total = np.fft.irfft(np.fft.rfft(pmf, length) ** n, length)[: n * GRID_STEPS + 1]
+    cumulative = np.cumsum(np.clip(total, 0.0, None))
+    cumulative /= cumulative[-1]
+    tail = (1 - size) / 2
+    at = np.searchsorted(cumulative, [tail - 1e-9, 1 - tail - 1e-9], side="left")
+    bounds = low + at * step / n
+    return float(bounds[0]), float(bounds[1])
+
+
+def mean_intervals(samples: Sequence[np.ndarray], size: float = CI_SIZE) -> list[tuple[float, float]]:
+    """:func:`exact_mean_intervals` for samples of up to 11 values, :func:`convolved_mean_interval`
+    for larger ones: never a Monte-Carlo draw."""
+    small = [i for i, sample in enumerate(samples) if exact_bootstrap_size(len(sample)) <= EXACT_BOOTSTRAP_LIMIT]
+    out = dict(zip(small, exact_mean_intervals([samples[i] for i in small], size)))
+    for i, sample in enumerate(samples):
+        if i not in out:
+            out[i] = convolved_mean_interval(sample, size)
+    return [out[i] for i in range(len(samples))]
+
+
 def comparison_matrix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """(len(x), len(y)) with 1 where x_i > y_j, 1/2 where they tie, 0 otherwise: the Mann-Whitney
     kernel whose mean is P(X > Y) + P(X = Y) / 2, rliable's per-env probability of improvement."""
@@ -109,14 +220,28 @@ def improvement_samples(
 
     ``x`` (n x envs) and ``y`` (m x envs) are final scores; a resample of X that draws run i c_i
     times and of Y that draws run j d_j times has P = sum_ij c_i K_ij d_j / (n m) with K the
-    :func:`comparison_matrix`, so each replication is two small matrix products instead of a
-    pass over all n x m pairs. Returns (envs,) or (reps, envs).
+    :func:`comparison_matrix`, so each replication is a few sums over runs instead of a pass over
+    all n x m pairs. Returns (envs,) or (reps, envs).
     """
     n, m, envs = x.shape[0], y.shape[0], x.shape[1]
     kernels = np.stack([comparison_matrix(x[:, e], y[:, e]) for e in range(envs)])  # envs x n x m
     if x_counts is None or y_counts is None:
         return kernels.mean(axis=(1, 2))
-    return np.einsum("rei,eij,rej->re", x_counts, kernels, y_counts) / (n * m)
+    # Per env and replication, sum_j K_ij d_j is the resampled count of Y below x_i plus half those
+    # tied with it: with Y sorted, a cumulative sum of its counts read at x_i's two insertion
+    # points. That is a few passes over (reps x n) arrays in numpy's own loops, exact on these
+    # integer counts, and never calls a multi-threaded BLAS, whose threads wait on each other on a
+    # busy machine (docs/leaderboard.md#speed).
+    out = np.empty((x_counts.shape[0], envs))
+    for e in range(envs):
+        order = np.argsort(y[:, e], kind="stable")
+        below = np.searchsorted(y[order, e], x[:, e], side="left")
+        upto = np.searchsorted(y[order, e], x[:, e], side="right")
+        cumulative = np.zeros((y_counts.shape[0], m + 1))
+        np.cumsum(y_counts[:, e, order], axis=1, out=cumulative[:, 1:])
+        weighted = cumulative[:, below] + cumulative[:, upto]  # twice sum_j K_ij d_j
+        out[:, e] = np.einsum("ri,ri->r", x_counts[:, e, :], weighted) / 2
+    return out / (n * m)
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,4 +1,4 @@
-"""``offline_gitd leaderboard submit|show|plot|html`` (docs/leaderboard.md).
+"""``offline_gitd leaderboard submit|show|plot|html|compare`` (docs/leaderboard.md).
 
 Handlers import pandas, rliable and matplotlib lazily so ``offline_gitd --help`` stays instant.
 """
@@ -19,7 +19,12 @@ if TYPE_CHECKING:
 
 
 DEFAULT_BASELINE = "cql:td"
-DEFAULT_REPS = 2000
+# Bootstrap replications of the tables (show, html): enough that an aggregate's interval endpoint
+# moves by well under its printed 0.01 between seeds; the per-env means' intervals are exact
+# whatever this is (docs/leaderboard.md#monte-carlo-error). Figures draw their bands with fewer:
+# a band's edge moving by a thousandth is not visible.
+DEFAULT_REPS = 10_000
+PLOT_REPS = 2000
 # Bootstrap replications: rliable's own default is 50,000; each one resamples every run of every
 # method, so 10**9 would take hours for no visible change in the intervals.
 MAX_REPS = 100_000
@@ -70,7 +75,7 @@ def _method_list(text: str) -> list[str]:
     return names
 
 
-def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
+def _add_analysis_options(parser: argparse.ArgumentParser, reps: int = DEFAULT_REPS) -> None:
     """Options shared by show, plot and html: what to normalise by and how to bootstrap."""
     parser.add_argument("--board", type=Path, required=True, help="the board CSV")
     parser.add_argument(
@@ -82,9 +87,11 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         "--normalise",
         choices=NORMALISATIONS,
         default=DEFAULT_NORMALISATION,
-        help="auto: per env the best reference the data has (the dataset's own ref_min/ref_max_score, "
-        "then its DQN-replay score, then D4RL's or Atari's human table), else the baseline; each env's "
-        "choice is printed. baseline: relative to the baseline's mean final score b per env, x / b for "
+        help="auto: one normaliser for every env, the first reference kind that every env has (the "
+        "dataset's DQN-replay score, then its own ref_min/ref_max_score, then D4RL's or Atari's human "
+        "table), else the baseline; a named kind leaves out the envs that lack it, with a note; show "
+        "also gives the aggregate under every other normaliser the board has and warns where two "
+        "methods change order. baseline: relative to the baseline's mean final score b per env, x / b for "
         "b > 0 as in the paper and 1 + (x - b) / |b| for b < 0; minari: 100 (x - ref_min_score) / "
         "(ref_max_score - ref_min_score) from the datasets' metadata; dqn-replay: (x - random) / "
         "(DQN replay - random); human: Atari (x - random) / (human - random); d4rl: 100 (x - min) / "
@@ -96,7 +103,7 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
         help="keep in the aggregate the envs whose baseline normaliser is within noise of zero or of "
         "random (default: flagged in one line each and left out)",
     )
-    parser.add_argument("--reps", type=_reps, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)")
+    parser.add_argument("--reps", type=_reps, default=reps, help="bootstrap replications (default %(default)s)")
     parser.add_argument(
         "--env",
         dest="envs",
@@ -120,7 +127,7 @@ def _add_analysis_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``leaderboard`` and its four subcommands."""
+    """Add ``leaderboard`` and its five subcommands."""
     parser = subparsers.add_parser(
         "leaderboard",
         help="submit run results to a board; summarise, plot and publish it",
@@ -181,7 +188,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--format pdf --out figures",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _add_analysis_options(plot)
+    _add_analysis_options(plot, PLOT_REPS)
     plot.add_argument("--out", type=Path, required=True, help="directory for the figures")
     plot.add_argument("--format", choices=("png", "pdf", "svg"), default="png", help="file format (default png)")
     plot.add_argument("--dpi", type=_dpi, default=150, help="resolution of png figures, 10-2400 (default 150)")
@@ -214,6 +221,44 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_analysis_options(page)
     page.add_argument("--out", type=Path, required=True, help="directory for index.html")
     page.set_defaults(func=run_html)
+
+    side = commands.add_parser(
+        "compare",
+        help="two boards' samples side by side (e.g. the same configs on CPU and GPU), never pooled",
+        description="Set two boards side by side per env and config both hold (same config hash): each board's "
+        "mean final return with its 95%% bootstrap interval over its own seeds, and its own two-sided permutation "
+        "test against its own baseline. The boards are not pooled: same-numbered seeds on two devices share their "
+        "initialisation and batches, so they are not independent samples.",
+        epilog="example:\n  offline_gitd leaderboard compare --board leaderboards/minatar_offline/board.csv "
+        "--label CPU --board leaderboards/minatar_offline/gpu/board.csv --label H100 --format markdown",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    side.add_argument(
+        "--board", dest="boards", type=Path, action="append", required=True, help="a board CSV; give it twice"
+    )
+    side.add_argument(
+        "--label", dest="labels", action="append", default=[], help="a name per board, in order (default: the paths)"
+    )
+    side.add_argument(
+        "--baseline",
+        default=DEFAULT_BASELINE,
+        help="each board's p values are against its own baseline (default %(default)s)",
+    )
+    side.add_argument("--reps", type=_reps, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)")
+    side.add_argument("--seed", type=_seed, default=0, help="seed of the bootstrap and of the tests (default 0)")
+    side.add_argument("--env", dest="envs", action="append", default=[], metavar="PATTERN", help="only these envs")
+    side.add_argument(
+        "--method", dest="methods", action="append", default=[], metavar="PATTERN", help="only these methods"
+    )
+    side.add_argument("--format", choices=("table", "markdown"), default="table", help="output format")
+    side.set_defaults(func=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.compare import compare
+
+    print(compare(args.boards, args.labels, args.baseline, args.format, args.reps, args.seed, args.envs, args.methods))
+    return 0
 
 
 def run_submit(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offline_gitd.leaderboard.show import records
+from offline_gitd.leaderboard.show import family_note, records, summary_digits
 from offline_gitd.leaderboard.stats import MethodSummary
 from offline_gitd.version import __version__
 
@@ -65,7 +65,7 @@ th[aria-sort=ascending]::after { content: " \\25B2"; }
 th[aria-sort=descending]::after { content: " \\25BC"; }
 .ci { color: #777; font-size: 0.85em; }
 tr.reference td { color: #555; font-style: italic; }
-#per-env th { cursor: default; }
+#per-env th, #normalisers th { cursor: default; }
 img { max-width: 100%; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2rem 1rem; }
 dt { font-weight: 600; } dd { margin: 0; font-family: monospace; }
@@ -74,25 +74,31 @@ dt { font-weight: 600; } dd { margin: 0; font-family: monospace; }
 
 def board_provenance(board: Path, rows: int, envs: Sequence[str] = (), methods: Sequence[str] = ()) -> dict[str, str]:
     """What identifies the board a page was made from: its file name and sha256, never its
-    local path (a published page must not reveal the author's directories), and the filters."""
+    local path (a published page must not reveal the author's directories), the filters, and the
+    commits, data digests and devices its rows record (docs/leaderboard.md#what-made-a-row)."""
+    from offline_gitd.leaderboard.identity import made_by_summary
+    from offline_gitd.leaderboard.schema import read_rows
+
     chosen = {"envs": ", ".join(envs), "methods": ", ".join(methods)}
     return {
         "board": board.name,
         **{key: value for key, value in chosen.items() if value},
         "sha256": hashlib.sha256(board.read_bytes()).hexdigest(),
         "rows": str(rows),
+        **made_by_summary([row for _, row in read_rows(board)]),
         "package version": f"offline_gitd {__version__}",
         "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
 
 
-def _cell(record: Mapping[str, object], key: str) -> str:
+def _cell(record: Mapping[str, object], key: str, digits: Mapping[str, int]) -> str:
     value = record[key]
     if value is None:
         return '<td data-value="">n/a</td>'
     if isinstance(value, float):
-        interval = f' <span class="ci">[{record[key + "_low"]:.3f}, {record[key + "_high"]:.3f}]</span>'
-        return f'<td data-value="{float(value)!r}">{value:.3f}{interval}</td>'
+        d = digits.get(key, 2)  # as leaderboard show prints them (show.summary_digits)
+        interval = f' <span class="ci">[{record[key + "_low"]:.{d}f}, {record[key + "_high"]:.{d}f}]</span>'
+        return f'<td data-value="{float(value)!r}">{value:.{d}f}{interval}</td>'
     return f'<td data-value="{html.escape(str(value))}">{html.escape(str(value))}</td>'
 
 
@@ -116,15 +122,18 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
                 i = line.improvement
                 improvement = f'{i.value:.2f} <span class="ci">[{i.low:.2f}, {i.high:.2f}]</span>'
             test = "&ndash;" if line.p_value is None else f"{line.p_value:.3f} ({html.escape(str(line.test))})"
+            adjusted = "".join(
+                "<td>&ndash;</td>" if p is None else f"<td>{p:.3f}</td>" for p in (line.p_holm, line.p_bh)
+            )
             rows.append(
                 f"<tr><td>{html.escape(env)}{mark}</td><td>{html.escape(line.method)}</td>"
-                f"<td>{line.mean.value:.4g}{ci}</td><td>{improvement}</td><td>{test}</td>"
+                f"<td>{line.mean.value:.4g}{ci}</td><td>{improvement}</td><td>{test}</td>{adjusted}"
                 f"<td>{line.seeds} &times; {episodes}</td></tr>"
             )
         for kind, value, source in refs.get(env, []):
             rows.append(
                 f'<tr class="reference"><td>{html.escape(env)}</td><td>{html.escape(kind)}</td>'
-                f'<td>{value:.4g}</td><td colspan="3" class="ci">{html.escape(source)}</td></tr>'
+                f'<td>{value:.4g}</td><td colspan="5" class="ci">{html.escape(source)}</td></tr>'
             )
     head = "".join(
         f"<th>{html.escape(title)}</th>"
@@ -134,6 +143,8 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
             "Mean final return [95% CI]",
             f"P(> {baseline})",
             "p (permutation)",
+            "p Holm",
+            "p BH",
             "Seeds × episodes",
         )
     )
@@ -143,6 +154,37 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
 {chr(10).join(rows)}
 </tbody>
 </table>"""
+
+
+def _aggregates_section(loaded: Loaded) -> str:
+    """The aggregate under each normaliser (point estimates) and a warning per pair of methods
+    whose order changes with it, as ``leaderboard show`` gives them."""
+    found = loaded.aggregates
+    methods = sorted({method for item in found for method in item.points})
+    head = "<th>Method</th>" + "".join(
+        f"<th>IQM final ({html.escape(item.kind)}, {len(item.envs)} envs)</th><th>IQM AUC ({html.escape(item.kind)})</th>"
+        for item in found
+    )
+    rows = []
+    for method in methods:
+        cells = "".join(
+            "<td>&ndash;</td><td>&ndash;</td>"
+            if (point := item.points.get(method)) is None
+            else f"<td>{point[0]:.3f}</td><td>{point[1]:.3f}</td>"
+            for item in found
+        )
+        rows.append(f"<tr><td>{html.escape(method)}</td>{cells}</tr>")
+    flips = "".join(f"<li>warning: {html.escape(line)}</li>" for line in loaded.order_flips())
+    return f"""<h2>The aggregate under each normaliser</h2>
+<p>Point estimates over the envs each normaliser can score. The pooled IQM keeps different games
+for different methods under different scales, so two methods can change order.</p>
+<table id="normalisers">
+<thead><tr>{head}</tr></thead>
+<tbody>
+{chr(10).join(rows)}
+</tbody>
+</table>
+<ul id="order-flips">{flips}</ul>"""
 
 
 def render_page(
@@ -158,8 +200,9 @@ def render_page(
     """The whole page as one string; with the ``loaded`` board, the normalisation of each env, the
     flagged envs and the per-env table follow the leaderboard (as in ``leaderboard show``)."""
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
+    digits = summary_digits(loaded)
     body = "\n".join(
-        "<tr>" + "".join(_cell(record, key) for key, _ in COLUMNS) + "</tr>" for record in records(summaries)
+        "<tr>" + "".join(_cell(record, key, digits) for key, _ in COLUMNS) + "</tr>" for record in records(summaries)
     )
     images = "\n".join(
         f'<figure><img alt="{html.escape(name)}" src="data:image/png;base64,'
@@ -174,13 +217,15 @@ def render_page(
 <ul id="normalisation">
 {notes}
 </ul>
+{_aggregates_section(loaded)}
 <h2>Per env</h2>
 <p>Raw final returns: the mean over seeds with its 95% bootstrap interval (seeds resampled). Against
 the baseline: the probability of improvement P(X &gt; Y) with its interval (both methods' seeds
 resampled) and the p-value of a two-sided unpaired permutation test of equal means (exact: every
 split of the pooled seeds; monte-carlo: 20,000 random splits). Each figure rests on seeds &times;
 evaluation episodes per seed. A flagged env (*) is not in the aggregate.</p>
-{_per_env_table(per_env, loaded, baseline)}"""
+{_per_env_table(per_env, loaded, baseline)}
+<p id="adjustment">{html.escape(family_note(per_env, baseline))}.</p>"""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -29,9 +29,11 @@ if TYPE_CHECKING:
 
     from offline_gitd.leaderboard.board_references import DatasetReference
 
-# ``auto`` takes, per env, the first kind of REFERENCE_ORDER that env has, else the baseline. A
-# DQN-replay dataset's last checkpoint mean (every episode of its last 10% of the replay) comes
-# before its Minari ``ref_max_score`` (the agent's last 10 episodes): the same agent, less noise.
+# ``auto`` takes the first kind of REFERENCE_ORDER that every env has, else the baseline for all: one
+# normaliser per aggregate, since a pooled IQM over envs scored on different scales ranks methods
+# by which envs it keeps (docs/leaderboard.md#one-normaliser-per-aggregate). A DQN-replay
+# dataset's last checkpoint mean (every episode of its last 10% of the replay) comes before its
+# Minari ``ref_max_score`` (the agent's last 10 episodes): the same agent, less noise.
 NORMALISATIONS: tuple[str, ...] = ("auto", "baseline", "minari", "dqn-replay", "d4rl", "human")
 REFERENCE_ORDER: tuple[str, ...] = ("dqn-replay", "minari", "d4rl", "human")
 DEFAULT_NORMALISATION = "auto"
@@ -217,44 +219,71 @@ class EnvNormaliser:
         return f"{self.env}: {ref.kind}, {scale}(x - {ref.low:g}) / ({ref.high:g} - {ref.low:g}); from {ref.source}"
 
 
-def choose_normalisers(
-    frame: pd.DataFrame, how: str, dataset_references: Mapping[tuple[str, str], DatasetReference]
-) -> dict[str, EnvNormaliser]:
-    """Per env of ``frame``, the normalisation ``how`` asks for.
-
-    ``auto`` takes each env's best reference (:data:`REFERENCE_ORDER`) and the baseline where an
-    env has none; its scale is D4RL's 100 when every env uses a D4RL-style reference (``minari``,
-    ``d4rl``) and 1 otherwise, so that envs normalised differently still share one scale (random
-    = 0, reference = 1, baseline = 1). A named reference kind must exist for every env.
-    """
-    if how not in NORMALISATIONS:
-        raise UsageError(f"unknown normalisation {how!r}; choose from {', '.join(NORMALISATIONS)}")
+def _env_options(
+    frame: pd.DataFrame, dataset_references: Mapping[tuple[str, str], DatasetReference]
+) -> dict[str, list[EnvReference]]:
+    """Env -> every reference it has over its suites, best first."""
     pairs = frame[["suite", "env"]].drop_duplicates()
     suites: dict[str, set[str]] = {}
     for suite, env in pairs.itertuples(index=False):
         suites.setdefault(env, set()).add(suite)
+    return {
+        env: [ref for suite in sorted(suites[env]) for ref in available_references(suite, env, dataset_references)]
+        for env in sorted(suites)
+    }
+
+
+def coverage(
+    frame: pd.DataFrame, dataset_references: Mapping[tuple[str, str], DatasetReference]
+) -> dict[str, list[str]]:
+    """Normaliser kind -> the envs of ``frame`` it can score, for ``baseline`` (every env) and each
+    reference kind that at least one env has, in :data:`REFERENCE_ORDER`."""
+    options = _env_options(frame, dataset_references)
+    out = {"baseline": sorted(options)}
+    for kind in REFERENCE_ORDER:
+        envs = [env for env, refs in options.items() if any(ref.kind == kind for ref in refs)]
+        if envs:
+            out[kind] = envs
+    return out
+
+
+def auto_kind(frame: pd.DataFrame, dataset_references: Mapping[tuple[str, str], DatasetReference]) -> str:
+    """What ``auto`` normalises every env by: the first reference kind that every env has, else
+    the baseline (which every env has)."""
+    covered = coverage(frame, dataset_references)
+    envs = covered["baseline"]
+    return next((kind for kind in REFERENCE_ORDER if covered.get(kind) == envs), "baseline")
+
+
+def choose_normalisers(
+    frame: pd.DataFrame, how: str, dataset_references: Mapping[tuple[str, str], DatasetReference]
+) -> dict[str, EnvNormaliser]:
+    """Per env of ``frame``, the normalisation ``how`` asks for: one kind for every env.
+
+    ``auto`` is :func:`auto_kind`. The scale is D4RL's 100 for a D4RL-style reference (``minari``,
+    ``d4rl``) and 1 otherwise (random = 0, reference = 1, baseline = 1). A named reference kind
+    must exist for every env of ``frame`` (callers leave out those that lack it:
+    :func:`coverage`).
+    """
+    if how not in NORMALISATIONS:
+        raise UsageError(f"unknown normalisation {how!r}; choose from {', '.join(NORMALISATIONS)}")
+    options = _env_options(frame, dataset_references)
+    kind = auto_kind(frame, dataset_references) if how == "auto" else how
     chosen: dict[str, tuple[str, EnvReference | None, float | None]] = {}
     lacking = []
-    for env in sorted(suites):
-        options = [ref for suite in sorted(suites[env]) for ref in available_references(suite, env, dataset_references)]
-        random = options[0].low if options else None
-        if how == "baseline":
+    for env, refs in options.items():
+        random = refs[0].low if refs else None
+        if kind == "baseline":
             chosen[env] = ("baseline", None, random)
             continue
-        if how == "auto":
-            pick = options[0] if options else None
+        pick = next((ref for ref in refs if ref.kind == kind), None)
+        if pick is None:
+            lacking.append(env)
         else:
-            pick = next((ref for ref in options if ref.kind == how), None)
-            if pick is None:
-                lacking.append(env)
-        chosen[env] = (pick.kind if pick else "baseline", pick, random)
+            chosen[env] = (kind, pick, random)
     if lacking:
         raise UsageError(f"no {how} reference score for env(s): {', '.join(lacking)}")
-    kinds = {kind for kind, _, _ in chosen.values()}
-    if how == "auto":
-        scale = 100.0 if kinds <= PERCENT_KINDS else 1.0
-    else:
-        scale = 100.0 if how in PERCENT_KINDS else 1.0
+    scale = 100.0 if kind in PERCENT_KINDS else 1.0
     return {env: EnvNormaliser(env, kind, ref, random, scale) for env, (kind, ref, random) in chosen.items()}
 
 

@@ -10,7 +10,10 @@ The permutation test is *unpaired*: seed i of one method and seed i of another s
 their network initialisation (their parameters differ in shape) nor anything else that would make
 their outcomes correlated, so pairing by seed index would only discard information. It is exact
 (every split of the pooled seeds) while there are at most 20,000 splits, and Monte-Carlo (20,000
-random splits, p = (1 + hits) / (1 + draws)) beyond; the table says which.
+random splits, p = (1 + hits) / (1 + draws)) beyond; the table says which. Beside each raw p are
+Holm's and Benjamini-Hochberg's adjustments over every test of the table
+(:mod:`~offline_gitd.leaderboard.multiple`): a claim made from the table should say which it
+survives.
 
 Each env also gets a ``random`` line and a ``reference`` line (the high reference: the dataset's
 behaviour, the DQN replay, D4RL's expert or a human), where a reference exists.
@@ -19,13 +22,15 @@ behaviour, the DQN replay, D4RL's expert or a human), where a reference exists.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offline_gitd.leaderboard import bootstrap
+from offline_gitd.leaderboard.multiple import benjamini_hochberg, holm
 from offline_gitd.leaderboard.normalise import EnvNormaliser, final_scores
 from offline_gitd.leaderboard.schema import NOT_RECORDED
 from offline_gitd.leaderboard.stats import Interval
@@ -50,6 +55,8 @@ class EnvLine:
     p_value: float | None
     test: str | None
     flagged: bool = False
+    p_holm: float | None = None  # p_value adjusted over every test of the table (adjusted_tests)
+    p_bh: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,11 +111,17 @@ def reference_lines(normalisers: Mapping[str, EnvNormaliser]) -> list[ReferenceL
 def per_env_lines(
     scored: pd.DataFrame, baseline: str, reps: int, seed: int, flagged: Mapping[str, str] | None = None
 ) -> list[EnvLine]:
-    """Every (env, method) of ``scored``: raw final returns and the comparison with the baseline."""
+    """Every (env, method) of ``scored``: raw final returns and the comparison with the baseline.
+
+    The interval of a mean is the bootstrap's without a draw (:func:`~offline_gitd.leaderboard.
+    bootstrap.mean_intervals`: every resample enumerated up to 11 seeds, a convolution beyond), so
+    it does not depend on ``reps`` or ``seed`` (docs/leaderboard.md#monte-carlo-error).
+    """
     rng = np.random.default_rng(seed)
     split_seed = int(rng.integers(2**32))
     finals = final_scores(scored)
     lines = []
+    samples: list[np.ndarray] = []
     for env in sorted(finals["env"].unique()):
         in_env = finals[finals["env"] == env]
         base = in_env[in_env["method"] == baseline].sort_values(["seed", "run"])["return"].to_numpy(float)
@@ -122,13 +135,12 @@ def per_env_lines(
             is_base = method == baseline
             draw = base_draw if is_base and base_counts is not None else rng.integers(0, len(x), size=(reps, len(x), 1))
             x_counts = base_counts if is_base and base_counts is not None else bootstrap.counts(draw, len(x))
-            means = x_counts[:, 0, :] @ x / len(x)
-            low, high = bootstrap.percentile_interval(means)
+            samples.append(x)
             improvement = p_value = test = None
             if base_counts is not None:
                 point = float(bootstrap.improvement_samples(x[:, None], base[:, None], None, None)[0])
-                samples = bootstrap.improvement_samples(x[:, None], base[:, None], x_counts, base_counts)[:, 0]
-                improvement = Interval(point, *(float(v) for v in bootstrap.percentile_interval(samples)))
+                samples_pi = bootstrap.improvement_samples(x[:, None], base[:, None], x_counts, base_counts)[:, 0]
+                improvement = Interval(point, *(float(v) for v in bootstrap.percentile_interval(samples_pi)))
                 if not is_base:
                     p_value, test = bootstrap.permutation_test(x, base, split_seed)
             lines.append(
@@ -137,11 +149,29 @@ def per_env_lines(
                     method=method,
                     seeds=len(x),
                     episodes=episodes_of(runs["method_config"], runs["suite"].iloc[0], runs["algorithm"].iloc[0]),
-                    mean=Interval(float(x.mean()), float(low), float(high)),
+                    mean=Interval(float(x.mean()), math.nan, math.nan),
                     improvement=improvement,
                     p_value=p_value,
                     test=test,
                     flagged=env in (flagged or {}),
                 )
             )
-    return lines
+    intervals = bootstrap.mean_intervals(samples)
+    return adjusted_tests(
+        [dataclasses.replace(line, mean=Interval(line.mean.value, *intervals[i])) for i, line in enumerate(lines)]
+    )
+
+
+def adjusted_tests(lines: Sequence[EnvLine]) -> list[EnvLine]:
+    """``lines`` with Holm's and Benjamini-Hochberg's adjusted p values beside the raw ones. The
+    family is every test of the table: each method against the baseline in each env shown
+    (docs/leaderboard.md#per-env-table)."""
+    raw = [line.p_value for line in lines]
+    return [
+        dataclasses.replace(line, p_holm=h, p_bh=b) for line, h, b in zip(lines, holm(raw), benjamini_hochberg(raw))
+    ]
+
+
+def family_size(lines: Sequence[EnvLine]) -> int:
+    """How many tests the adjustments are over."""
+    return sum(line.p_value is not None for line in lines)

@@ -9,6 +9,14 @@ consumer refuses the same malformed values with the same message.
 method-defining config fields the run set away from its domain's defaults, e.g. ``T=10 lr=0.01``,
 or ``defaults`` (docs/architecture.md#runs-are-self-contained). Files written before it existed have :data:`LEGACY_COLUMNS` and are
 still read; their rows carry an empty ``method_config`` ("not recorded").
+
+The last five columns tie a row to the data and code that made it (docs/leaderboard.md#what-made-a-row):
+``commit`` (the package's git commit, empty where it ran from no checkout), ``dirty`` (``true`` /
+``false``: local changes to tracked files), ``diff_sha256`` (SHA-256 of ``git diff HEAD`` when
+dirty), ``data_sha256`` (the content digest of the dataset an offline run trained on, the one
+dataset manifests record, docs/datasets.md#manifests; empty for online runs) and ``device`` (``cpu``
+or the accelerator's model). Files written before them (:data:`PREVIOUS_COLUMNS`) are still read;
+their rows carry the columns empty: unknown.
 """
 
 from __future__ import annotations
@@ -38,9 +46,18 @@ COLUMNS: tuple[str, ...] = (
     "package_version",
     "created_at",
     "method_config",
+    "commit",
+    "dirty",
+    "diff_sha256",
+    "data_sha256",
+    "device",
 )
-LEGACY_COLUMNS: tuple[str, ...] = COLUMNS[:-1]
-NOT_RECORDED = ""  # method_config of rows from files written before the column existed
+# What made a row; empty (unknown) in rows of files written before these columns existed.
+MADE_BY: tuple[str, ...] = ("commit", "dirty", "diff_sha256", "data_sha256", "device")
+PREVIOUS_COLUMNS: tuple[str, ...] = COLUMNS[: -len(MADE_BY)]  # files before MADE_BY
+LEGACY_COLUMNS: tuple[str, ...] = PREVIOUS_COLUMNS[:-1]  # files before method_config
+OLDER_HEADERS = (PREVIOUS_COLUMNS, LEGACY_COLUMNS)
+NOT_RECORDED = ""  # method_config (and each MADE_BY column) of rows from files written before it existed
 
 
 class SchemaError(UsageError):
@@ -75,6 +92,20 @@ def _finite(name: str, value: str) -> float:
     return number
 
 
+def _hex(name: str, value: str, lengths: tuple[int, ...]) -> str:
+    """Empty (unknown) or a lowercase hex digest of one of ``lengths`` characters."""
+    if value and (len(value) not in lengths or value.strip("0123456789abcdef")):
+        want = " or ".join(map(str, lengths))
+        raise SchemaError(f"field '{name}': expected {want} lowercase hex digits or nothing, got {value!r}")
+    return value
+
+
+def _flag(name: str, value: str) -> str:
+    if value not in ("", "true", "false"):
+        raise SchemaError(f"field '{name}': expected true, false or nothing, got {value!r}")
+    return value
+
+
 def _timestamp(name: str, value: str) -> str:
     try:
         stamp = datetime.fromisoformat(value)
@@ -103,6 +134,11 @@ class ResultRow:
     package_version: str
     created_at: str
     method_config: str = NOT_RECORDED
+    commit: str = NOT_RECORDED
+    dirty: str = NOT_RECORDED  # "true" / "false" / "" (unknown)
+    diff_sha256: str = NOT_RECORDED
+    data_sha256: str = NOT_RECORDED
+    device: str = NOT_RECORDED
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, object]) -> ResultRow:
@@ -135,6 +171,11 @@ class ResultRow:
             package_version=_text("package_version", value["package_version"]),
             created_at=_timestamp("created_at", value["created_at"]),
             method_config=value["method_config"].strip(),
+            commit=_hex("commit", value["commit"].strip(), (40, 64)),
+            dirty=_flag("dirty", value["dirty"].strip()),
+            diff_sha256=_hex("diff_sha256", value["diff_sha256"].strip(), (64,)),
+            data_sha256=_hex("data_sha256", value["data_sha256"].strip(), (64,)),
+            device=value["device"].strip(),
         )
 
     def to_record(self) -> list[str]:
@@ -154,6 +195,11 @@ class ResultRow:
             self.package_version,
             self.created_at,
             self.method_config,
+            self.commit,
+            self.dirty,
+            self.diff_sha256,
+            self.data_sha256,
+            self.device,
         ]
 
     @property
@@ -166,13 +212,21 @@ class ResultRow:
         """
         return (self.suite, self.env, self.algorithm, self.critic, self.K, self.beta, self.method_config)
 
+    @property
+    def identity(self) -> tuple[str, str]:
+        """What a row was trained as: its config hash and the content digest of its data
+        (empty: online, or not recorded). Two runs of one config on two recordings of a dataset
+        differ here, though their ``config_hash`` is the same (docs/leaderboard.md#what-made-a-row)."""
+        return (self.config_hash, self.data_sha256)
+
 
 def is_legacy(path: Path) -> bool:
-    """Whether the CSV at ``path`` has the header of files written before ``method_config``."""
+    """Whether the CSV at ``path`` has the header of files written before ``method_config`` or
+    before the :data:`MADE_BY` columns (a submit rewrites it once with :data:`COLUMNS`)."""
     # utf-8-sig, as read_rows: a legacy board saved by a spreadsheet starts with a byte-order mark,
     # and read as plain UTF-8 its header would not match, so it would never be upgraded.
     with path.open(newline="", encoding="utf-8-sig") as handle:
-        return tuple(next(csv.reader(handle), ())) == LEGACY_COLUMNS
+        return tuple(next(csv.reader(handle), ())) in OLDER_HEADERS
 
 
 def read_rows(path: Path) -> list[tuple[int, ResultRow]]:
@@ -204,12 +258,12 @@ def _parse_rows(path: Path, handle: TextIO) -> list[tuple[int, ResultRow]]:
     header = next(reader, None)
     if header is None:
         raise SchemaError(f"{path}:1: empty file, expected the header {','.join(COLUMNS)}")
-    if tuple(header) not in (COLUMNS, LEGACY_COLUMNS):
+    if tuple(header) != COLUMNS and tuple(header) not in OLDER_HEADERS:
         got = ",".join(header)
         got = got if len(got) <= 200 else got[:197] + "..."
         # repr: a quoted header cell may hold a line end, and the message must stay one line.
         raise SchemaError(f"{path}:1: header must be {','.join(COLUMNS)}, got {got!r}")
-    columns = tuple(header)  # a legacy board (before method_config) is read as it is
+    columns = tuple(header)  # an older board (before method_config or MADE_BY) is read as it is
     rows: list[tuple[int, ResultRow]] = []
     start = reader.line_num + 1
     for record in reader:
@@ -217,7 +271,8 @@ def _parse_rows(path: Path, handle: TextIO) -> list[tuple[int, ResultRow]]:
             raise SchemaError(f"{path}:{start}: expected {len(columns)} cells, got {len(record)}")
         try:
             cells = dict(zip(columns, record))
-            cells.setdefault("method_config", NOT_RECORDED)
+            for name in COLUMNS[len(LEGACY_COLUMNS) :]:
+                cells.setdefault(name, NOT_RECORDED)
             rows.append((start, ResultRow._parse(cells)))
         except SchemaError as err:
             raise SchemaError(f"{path}:{start}: {err}") from None

@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,9 @@ from offline_gitd.leaderboard.board_references import read_references
 from offline_gitd.leaderboard.normalise import (
     DEFAULT_NORMALISATION,
     EnvNormaliser,
+    auto_kind,
     choose_normalisers,
+    coverage,
     filter_rows,
     method_keys,
     normalise,
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from offline_gitd.leaderboard.per_env import EnvLine, ReferenceLine
+    from offline_gitd.leaderboard.sensitivity import Aggregate
     from offline_gitd.leaderboard.stats import Interval, MethodSummary
 
 FORMATS: tuple[str, ...] = ("table", "csv", "json", "markdown")
@@ -66,10 +70,18 @@ class Loaded:
     normalisers: dict[str, EnvNormaliser]
     flagged: dict[str, str]
     kept_flagged: bool
+    lacking: tuple[str, ...] = ()  # envs without the chosen reference: not in the aggregate
+    aggregates: tuple[Aggregate, ...] = ()  # the aggregate under every normaliser the board has
 
     def notes(self) -> list[str]:
-        """One line per env saying how it was normalised, and one per flagged env."""
+        """One line per env saying how it was normalised, one per env left out for lacking the
+        chosen reference, and one per flagged env."""
         lines = [f"normalised: {item.describe()}" for item in self.normalisers.values()]
+        kind = next(iter(self.normalisers.values())).kind if self.normalisers else self.how
+        lines += [
+            f"left out: {env} has no {kind} reference; not in the aggregate (one normaliser for every env)"
+            for env in self.lacking
+        ]
         action = (
             "kept in the aggregate (--keep-flagged-envs)"
             if self.kept_flagged
@@ -77,6 +89,12 @@ class Loaded:
         )
         lines += [f"flagged: {reason}; {action}" for reason in self.flagged.values()]
         return lines
+
+    def order_flips(self) -> list[str]:
+        """One line per pair of methods whose order changes with the normaliser."""
+        from offline_gitd.leaderboard.sensitivity import order_flips
+
+        return order_flips(self.aggregates)
 
 
 def load(
@@ -96,12 +114,23 @@ def load(
         raise SchemaError(f"{board}: the board has no rows yet")
     frame = filter_rows(to_frame(rows), envs, (), None).reset_index(drop=True)
     frame["method"] = method_keys(frame)
+    warn_pooling(frame)
     key = resolve_baseline(frame, baseline)
     frame = filter_rows(frame, (), methods, key).reset_index(drop=True)
-    normalisers = choose_normalisers(frame, how, read_references(board))
-    flagged = unstable_normalisers(frame, normalisers, key)
+    references = read_references(board)
+    kind = auto_kind(frame, references) if how == "auto" else how
+    covered = coverage(frame, references).get(kind, [])
+    if not covered:
+        raise UsageError(f"no {how} reference score for any env: {', '.join(sorted(set(frame['env'])))}")
+    lacking = tuple(env for env in sorted(set(frame["env"])) if env not in covered)
+    aggregated = frame[frame["env"].isin(covered)].reset_index(drop=True)
+    normalisers = choose_normalisers(aggregated, kind, references)
+    flagged = unstable_normalisers(aggregated, normalisers, key)
+    from offline_gitd.leaderboard.sensitivity import aggregates
+
+    found = tuple(aggregates(frame, key, references, keep_flagged))
     if flagged and not keep_flagged:
-        kept = frame[~frame["env"].isin(flagged)].reset_index(drop=True)
+        kept = aggregated[~aggregated["env"].isin(flagged)].reset_index(drop=True)
         if kept.empty:
             raise UsageError(
                 "every env is flagged (its normaliser is within noise): "
@@ -110,8 +139,17 @@ def load(
             )
         scored = normalise(kept, how, key, normalisers={e: n for e, n in normalisers.items() if e not in flagged})
     else:
-        scored = normalise(frame, how, key, normalisers=normalisers)
-    return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged)
+        scored = normalise(aggregated, how, key, normalisers=normalisers)
+    return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged, lacking, found)
+
+
+def warn_pooling(frame: pd.DataFrame) -> None:
+    """A line on stderr for each config the board pools over two recordings or whose seeds come
+    from two runs (:mod:`~offline_gitd.leaderboard.identity`), whatever the output format."""
+    from offline_gitd.leaderboard.identity import pooling_warnings
+
+    for line in pooling_warnings(frame):
+        print(f"offline_gitd: warning: {text_safe(line)}", file=sys.stderr, flush=True)
 
 
 def load_scored(
@@ -180,14 +218,27 @@ def text_safe(text: str) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
 
-def _cell(value: object) -> str:
-    return "n/a" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+# Decimals of the summary's estimates and intervals: at the default replications an endpoint's
+# Monte-Carlo standard error is about a tenth of the last digit (docs/leaderboard.md#monte-carlo-error);
+# scores in percent (D4RL, Minari) are 100 times larger and get two fewer.
+SUMMARY_DIGITS = 2
 
 
-def _with_ci(record: dict[str, object], name: str) -> str:
+def summary_digits(loaded: Loaded | None) -> dict[str, int]:
+    """Decimals per summary column: two, and none for IQM final in percent."""
+    percent = loaded is not None and any(item.scale != 1 for item in loaded.normalisers.values())
+    return {"iqm": 0 if percent else SUMMARY_DIGITS, "auc": SUMMARY_DIGITS, "p_improve": SUMMARY_DIGITS}
+
+
+def _cell(value: object, digits: int = SUMMARY_DIGITS) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _with_ci(record: dict[str, object], name: str, digits: int = SUMMARY_DIGITS) -> str:
     if record[name] is None:
         return "n/a"
-    return f"{_cell(record[name])} [{_cell(record[name + '_low'])}, {_cell(record[name + '_high'])}]"
+    cells = (_cell(record[key], digits) for key in (name, name + "_low", name + "_high"))
+    return "{} [{}, {}]".format(*cells)
 
 
 def _table(titles: Sequence[str], lines: Sequence[Sequence[str]], fmt: str) -> str:
@@ -214,6 +265,21 @@ def _number(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _p_text(p: float | None) -> str:
+    return "-" if p is None else f"{p:.3f}"
+
+
+def family_note(per_env: Sequence[EnvLine], baseline: str) -> str:
+    """What the adjusted p values are adjusted over (docs/leaderboard.md#per-env-table)."""
+    from offline_gitd.leaderboard.per_env import family_size
+
+    return (
+        f"Holm and Benjamini-Hochberg (BH) adjust over the {family_size(per_env)} tests of this table "
+        f"(every method against {baseline} in every env shown); a difference survives a correction "
+        "where its adjusted p is below the level"
+    )
+
+
 def per_env_records(lines: Sequence[EnvLine], references: Sequence[ReferenceLine]) -> list[dict[str, object]]:
     """The per-env table as flat records (JSON): one per method and env, then the references."""
     out: list[dict[str, object]] = []
@@ -232,6 +298,8 @@ def per_env_records(lines: Sequence[EnvLine], references: Sequence[ReferenceLine
                 "p_improve_low": None if improvement is None else improvement.low,
                 "p_improve_high": None if improvement is None else improvement.high,
                 "p_value": line.p_value,
+                "p_holm": line.p_holm,
+                "p_bh": line.p_bh,
                 "test": line.test,
                 "flagged": line.flagged,
             }
@@ -250,6 +318,8 @@ def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine]
         "mean final return [95% CI]",
         f"P(> {baseline}) [95% CI]",
         "p (permutation)",
+        "p Holm",
+        "p BH",
         "seeds x episodes",
     )
     refs: dict[str, list[ReferenceLine]] = {}
@@ -270,11 +340,47 @@ def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine]
                     mean,
                     improvement,
                     test,
+                    _p_text(line.p_holm),
+                    _p_text(line.p_bh),
                     f"{line.seeds} x {episodes}",
                 )
             )
         for ref in refs.get(env, []):
-            rows.append((env, ref.kind, _number(ref.value), "", "", ""))
+            rows.append((env, ref.kind, _number(ref.value), "", "", "", "", ""))
+    return _table(titles, rows, fmt)
+
+
+def _safe(text: str, fmt: str) -> str:
+    return markdown_safe(text) if fmt == "markdown" else text_safe(text)
+
+
+def aggregate_records(found: Sequence[Aggregate]) -> list[dict[str, object]]:
+    """The aggregate under each normaliser as JSON records."""
+    return [
+        {
+            "normaliser": item.kind,
+            "envs": list(item.envs),
+            "left_out": dict(item.left_out),
+            "methods": {method: {"iqm": iqm, "auc": auc} for method, (iqm, auc) in item.points.items()},
+        }
+        for item in found
+    ]
+
+
+def render_aggregates(found: Sequence[Aggregate], fmt: str) -> str:
+    """One row per method, two columns (IQM final, IQM AUC rel. baseline) per normaliser."""
+    methods = sorted({method for item in found for method in item.points})
+    titles = ["method"]
+    for item in found:
+        where = f"{item.kind}, {len(item.envs)} env{'s' if len(item.envs) != 1 else ''}"
+        titles += [f"IQM final ({where})", f"IQM AUC ({item.kind})"]
+    rows = []
+    for method in methods:
+        cells = [method]
+        for item in found:
+            point = item.points.get(method)
+            cells += ["-", "-"] if point is None else [f"{point[0]:.3f}", f"{point[1]:.3f}"]
+        rows.append(tuple(cells))
     return _table(titles, rows, fmt)
 
 
@@ -310,6 +416,10 @@ def render(
             }
             report["per_env"] = per_env_records(per_env, references)
             report["per_env_test"] = "two-sided unpaired permutation test of equal mean final returns"
+            report["per_env_adjustment"] = family_note(per_env, baseline)
+            report["left_out"] = list(loaded.lacking)  # envs without the chosen reference
+            report["normalisers"] = aggregate_records(loaded.aggregates)
+            report["order_flips"] = loaded.order_flips()
         return json.dumps(report, indent=2)
     if fmt == "csv":
         buffer = io.StringIO()
@@ -318,12 +428,13 @@ def render(
         writer.writerows({name: csv_safe(value) for name, value in row.items()} for row in rows)
         return buffer.getvalue().rstrip("\n")
     titles = ("method", f"IQM final ({how})", "IQM AUC rel. baseline", f"P(> {baseline})", "envs", "seeds")
+    digits = summary_digits(loaded)
     lines = [
         (
             str(r["method"]),
-            _with_ci(r, "iqm"),
-            _with_ci(r, "auc"),
-            _with_ci(r, "p_improve"),
+            _with_ci(r, "iqm", digits["iqm"]),
+            _with_ci(r, "auc", digits["auc"]),
+            _with_ci(r, "p_improve", digits["p_improve"]),
             str(r["envs"]),
             str(r["seeds"]),
         )
@@ -343,14 +454,25 @@ def render(
             "is exactly 0 in an env it normalises; those replications were left out of the intervals"
         )
     heading = "**{}**" if fmt == "markdown" else "{}"
+    flips = "".join(f"\n{bullet}warning: {_safe(line, fmt)}" for line in loaded.order_flips())
     return "\n\n".join(
         [
             out,
             heading.format("Normalisation per env") + "\n" + notes,
             heading.format(
+                "The aggregate under each normaliser (point estimates over the envs each can score; "
+                "docs/leaderboard.md#one-normaliser-per-aggregate)"
+            )
+            + "\n"
+            + render_aggregates(loaded.aggregates, fmt)
+            + ("\n" if fmt == "markdown" and flips else "")
+            + flips,
+            heading.format(
                 "Per env: raw final returns, mean over seeds [95% bootstrap CI]; against the baseline, "
                 "P(improvement) and a two-sided unpaired permutation test of equal means"
                 + (" (* flagged: not in the aggregate)" if loaded.flagged and not loaded.kept_flagged else "")
+                + ". "
+                + family_note(per_env, baseline)
             )
             + "\n"
             + render_per_env(per_env, references, baseline, fmt),

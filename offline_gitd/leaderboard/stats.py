@@ -18,6 +18,7 @@ number of runs in each of its envs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -89,6 +90,11 @@ class MethodSummary:
 
 def run_matrix(runs: pd.DataFrame, value: str, envs: list[str]) -> np.ndarray:
     """(runs x envs) matrix of ``value`` with one row per run; runs ordered by seed in each env."""
+    return run_matrices(runs, (value,), envs)[0]
+
+
+def run_matrices(runs: pd.DataFrame, values: Sequence[str], envs: list[str]) -> list[np.ndarray]:
+    """:func:`run_matrix` of each of ``values``, from one sort of the runs."""
     import pandas as pd
 
     chosen = runs[runs["env"].isin(envs)]
@@ -102,7 +108,7 @@ def run_matrix(runs: pd.DataFrame, value: str, envs: list[str]) -> np.ndarray:
             "needs the same number in each"
         )
     ordered = chosen.assign(_env=pd.Categorical(chosen["env"], categories=envs)).sort_values(["_env", "seed", "run"])
-    return ordered[value].to_numpy(dtype=float).reshape(len(envs), -1).T.copy()
+    return [ordered[value].to_numpy(dtype=float).reshape(len(envs), -1).T.copy() for value in values]
 
 
 def run_auc(scored: pd.DataFrame) -> pd.DataFrame:
@@ -204,14 +210,8 @@ class MethodRuns:
     def of(cls, runs: pd.DataFrame, method: str) -> MethodRuns:
         mine = runs[runs["method"] == method]
         envs = sorted(set(mine["env"]))
-        return cls(
-            method,
-            envs,
-            run_matrix(mine, "return", envs),
-            run_matrix(mine, "return_sum", envs),
-            run_matrix(mine, "evaluations", envs),
-            int(mine["seed"].nunique()),
-        )
+        finals, sums, evaluations = run_matrices(mine, ("return", "return_sum", "evaluations"), envs)
+        return cls(method, envs, finals, sums, evaluations, int(mine["seed"].nunique()))
 
     def scores(
         self, indices: np.ndarray | None, offset: np.ndarray, slope: np.ndarray
@@ -223,7 +223,10 @@ class MethodRuns:
         else:
             finals = bootstrap.gather(self.finals, indices)
             sums = bootstrap.gather(self.sums, indices)
-            evaluations = bootstrap.gather(self.evaluations, indices)
+            if (self.evaluations == self.evaluations[:1]).all():
+                evaluations = self.evaluations[None, :1]  # the same in every run of an env: no need to draw
+            else:
+                evaluations = bootstrap.gather(self.evaluations, indices)
         a, s = offset[:, None, :], slope[:, None, :]
         return a + s * finals, evaluations * a + s * sums
 
@@ -320,3 +323,24 @@ def summarise(scored: pd.DataFrame, baseline: str, reps: int, seed: int) -> list
             )
         )
     return summaries
+
+
+def point_estimates(scored: pd.DataFrame, baseline: str) -> dict[str, tuple[float, float]]:
+    """Per method, the point estimates of :func:`summarise` without the bootstrap: the IQM of
+    normalised final scores and the IQM AUC relative to the baseline's (used to compare
+    normalisers, :mod:`offline_gitd.leaderboard.sensitivity`)."""
+    runs = run_auc(scored)
+    normaliser = normaliser_of(scored)
+    point = normaliser.resampled(None)
+    base = MethodRuns.of(runs, baseline)
+    columns = normaliser.column(base.envs)
+    base_auc = float(bootstrap.iqm(base.scores(None, *(c[:, columns] for c in point))[1])[0])
+    if base_auc == 0:
+        raise UsageError(f"baseline {baseline} has an IQM AUC of 0: nothing to divide by")
+    out = {}
+    for method in sorted(runs["method"].unique()):
+        mine = base if method == baseline else MethodRuns.of(runs, method)
+        columns = normaliser.column(mine.envs)
+        finals, aucs = mine.scores(None, *(c[:, columns] for c in point))
+        out[method] = (float(bootstrap.iqm(finals)[0]), float(relative_to(bootstrap.iqm(aucs)[0], base_auc)))
+    return out

@@ -12,8 +12,9 @@ How the append is made safe (docs/leaderboard.md):
   interrupted by a full disk or a kill can leave. Earlier rows are never re-serialised, so they
   stay byte-identical. The copy costs O(board size) per submit, which is small next to producing
   the runs.
-- **Upgrade**: a board written before the ``method_config`` column is rewritten once, with the
-  new header and its rows given an empty ``method_config`` ("not recorded"), when rows are added.
+- **Upgrade**: a board written before the ``method_config`` column, or before the columns of what
+  made a row (``commit`` ... ``device``), is rewritten once, with the new header and its rows
+  given those columns empty ("not recorded"), when rows are added.
 - **All or nothing**: every row of every run directory is validated, and checked for duplicates
   within the input and against the board, before anything is written.
 - **Repeats**: a run whose ``results.csv`` holds rows written twice (two processes wrote the run at
@@ -96,11 +97,13 @@ def duplicate_keys(row: ResultRow) -> tuple[tuple[object, ...], tuple[object, ..
     """The two identities a row must not share with another: (run, step) and (setting, step).
 
     A run is (run_id, seed) since a run directory holds all its seeds under one run_id; where
-    run_ids are per seed this is the same as (run_id, step).
+    run_ids are per seed this is the same as (run_id, step). A setting is the method, the env and
+    the row's identity (config hash and data digest): one config trained on two recordings of a
+    dataset is two settings (docs/leaderboard.md#what-made-a-row).
     """
     return (
         ("run_id", row.run_id, row.seed, row.step),
-        ("setting", row.algorithm, row.critic, row.K, row.beta, row.env, row.seed, row.step, row.config_hash),
+        ("setting", row.algorithm, row.critic, row.K, row.beta, row.env, row.seed, row.step, *row.identity),
     )
 
 
@@ -153,7 +156,7 @@ def check_new_rows(board_rows: Sequence[Located], new_rows: Sequence[Located]) -
                 what = (
                     "run_id, seed and step"
                     if key[0] == "run_id"
-                    else ("algorithm, critic, K, beta, env, seed, step and config_hash")
+                    else ("algorithm, critic, K, beta, env, seed, step, config_hash and data_sha256")
                 )
                 raise UsageError(f"{item.where}: duplicate of {seen[key].where} (same {what})")
             seen[key] = item
@@ -269,7 +272,8 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
     again is a no-op). ``skip_existing`` goes further, for a sweep that may submit a run again
     after a crash or once the run has grown: rows already on the board under the same run, seed
     and step, or under the same setting (method, env and config hash), seed and step (the run
-    trained again where its run directory was lost, docs/sweeps.md#moving-a-sweep-to-another-machine),
+    trained again where its run directory was lost, docs/sweeps.md#moving-a-sweep-to-another-machine;
+    the config hash with the data digest),
     are left out even where they differ; every other row is checked as usual.
     """
     if not run_dirs:

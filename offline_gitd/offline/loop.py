@@ -17,12 +17,14 @@ import numpy as np
 
 from offline_gitd.data.datasets import OfflineData
 from offline_gitd.envs.make import evaluate_policies
+from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.reference import d4rl_normalised, d4rl_reference
 from offline_gitd.learners.drivers import choose_compiler_options, choose_driver, choose_seed_strategy
 from offline_gitd.learners.family import Family
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.feed import ChunkFeed
 from offline_gitd.progress import Progress
+from offline_gitd.rundir.files import read_config
 from offline_gitd.rundir.flags import RunFlags
 from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
 from offline_gitd.rundir.metrics import MetricWindow
@@ -38,6 +40,18 @@ def _eval_stats(returns: np.ndarray, d4rl: tuple[float, float] | None) -> dict[s
     return stats
 
 
+def check_same_data(run_dir: Path, data_sha256: str | None) -> None:
+    """Refuse to resume a run on data whose content differs from what it started on: its later
+    epochs would be trained on another recording under the same row identity
+    (docs/leaderboard.md#what-made-a-row). Runs started before the digest was recorded resume."""
+    recorded = read_config(run_dir).get("data_sha256")
+    if recorded and data_sha256 and recorded != data_sha256:
+        raise UsageError(
+            f"{run_dir} started on data of digest {recorded[:12]}..., the dataset here has {data_sha256[:12]}...: "
+            "another recording under the same name; train it as a new run (--out elsewhere or --overwrite)"
+        )
+
+
 def run_offline(
     cfg: OfflineConfig,
     data: OfflineData,
@@ -51,6 +65,8 @@ def run_offline(
     """
     run_dir = Path(cfg.out)
     seeds = cfg.seed_list
+    if flags.resume:
+        check_same_data(run_dir, data.data_sha256)
     state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
     record, made_by = run_record(
         cfg,
@@ -61,6 +77,7 @@ def run_offline(
         data_dir=cfg.data_dir,
         dataset=data.description,
         algorithm=cfg.algorithm_name(data.spaces.action_kind),
+        data_sha256=data.data_sha256,
     )
     run = RunLifecycle(
         run_dir, record, made_by, resume=flags.resume, overwrite=flags.overwrite, outputs=flags.outputs, unit="epoch"

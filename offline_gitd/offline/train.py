@@ -80,6 +80,7 @@ def train(
     where the scalars go besides ``metrics.csv`` (TensorBoard, wandb).
     """
     from offline_gitd.data.datasets import open_offline_data
+    from offline_gitd.data.digest import dataset_digest
 
     flags = RunFlags(resume, progress, overwrite, command_line, outputs)
     cfg = absolute_paths(cfg)
@@ -88,6 +89,8 @@ def train(
         dataset = open_config_dataset(cfg)
         cfg = resolve_config(cfg, dataset)
         data = open_offline_data(cfg, dataset)
+        # what the rows are tied to: the data's content, as its manifest records it
+        data = dataclasses.replace(data, data_sha256=dataset_digest(dataset))
         # The network's input as the replay gives it (stacked frames, whole images or flat vectors).
         check_torso(cfg.torso, data.replay.sample(1, np.random.default_rng(0)).obs.shape[1:], data.description)
         family = build_family(cfg, data)

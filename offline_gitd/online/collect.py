@@ -41,6 +41,7 @@ from offline_gitd.critic_registry import critic_names
 from offline_gitd.data.minari_checkpoints import checkpoint_metadata
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
 from offline_gitd.envs.atari import RLU_GAMES
+from offline_gitd.envs.images import OBSERVATION_LAYOUT
 from offline_gitd.envs.make import ATARI_PREFIX, evaluate, make_env
 from offline_gitd.errors import UsageError
 from offline_gitd.online.config import CollectRequest, OnlineConfig
@@ -58,12 +59,32 @@ FINAL_EPISODES = 10
 
 def _code_version() -> str:
     """Package version and, from a git checkout, the commit (``+dirty`` with local changes)."""
-    from offline_gitd.rundir.provenance import git_commit
+    from offline_gitd.rundir.provenance import describe_commit, git_commit
 
     git = git_commit()
-    if git is None:
+    if not git.get("commit"):
         return f"offline_gitd {__version__}"
-    return f"offline_gitd {__version__} (git {git['commit'][:7]}{'+dirty' if git['dirty'] else ''})"
+    return f"offline_gitd {__version__} (git {describe_commit(git)})"
+
+
+def code_record(made_by: dict[str, Any]) -> dict[str, str]:
+    """What code and device recorded the data, as metadata keys (the board row's columns of what
+    made it, docs/leaderboard.md#what-made-a-row): ``code_commit`` (empty without a checkout, with
+    ``code_commit_reason`` saying why), ``code_dirty`` (``true``/``false``), ``code_diff_sha256``
+    (SHA-256 of ``git diff HEAD`` when dirty), ``code_version`` and ``collected_on`` (``cpu`` or
+    the accelerator's model). Taken from the behaviour run's own provenance (its ``config.json``)."""
+    from offline_gitd.rundir.provenance import row_facts
+
+    facts = row_facts(made_by)
+    git = made_by.get("git") or {}
+    return {
+        "code_version": __version__,
+        "code_commit": facts["commit"],
+        "code_dirty": facts["dirty"],
+        "code_diff_sha256": facts["diff_sha256"],
+        "code_commit_reason": str(git.get("reason") or ""),
+        "collected_on": facts["device"],
+    }
 
 
 def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
@@ -79,6 +100,9 @@ def _check_request(request: CollectRequest) -> tuple[str, str, int | None]:
     if request.checkpoint_every is not None and request.checkpoint_every < 1:
         raise UsageError(f"--checkpoint-every must be >= 1, got {request.checkpoint_every}")
     check_range("--seed", request.seed, 0, 2**31 - 1)
+    check_range("--reference-episodes", request.reference_episodes, 0, 10**6)
+    if not 0.0 <= request.reference_epsilon <= 1.0:
+        raise UsageError(f"--reference-epsilon must be in [0, 1], got {request.reference_epsilon}")
     if request.critic not in critic_names():
         raise UsageError(f"unknown --critic {request.critic!r}; choose one of {', '.join(critic_names())}")
     try:
@@ -136,6 +160,55 @@ def _final_return(run_dir: Path) -> float:
     return float(np.mean(returns[-FINAL_EPISODES:]))
 
 
+def evaluation_reference(run_dir: Path, episodes: int, epsilon: float, seed: int) -> dict[str, Any]:
+    """The behaviour agent's final policy (its last checkpoint) evaluated over ``episodes``
+    episodes, as metadata keys: ``behaviour_eval_score`` (the mean return), ``_std``,
+    ``_episodes``, ``_epsilon`` (0 for continuous actions, which take no epsilon) and ``_step``
+    (the env step of the checkpoint). The runs trained on the data are evaluated at epsilon 0.001
+    (docs/reproducing.md#evaluation-protocol), the data's own training return at its exploration
+    epsilon (0.1 on MinAtar): this is the behaviour agent measured as the runs are."""
+    import jax
+    import jax.numpy as jnp
+
+    from offline_gitd.online.env_info import make_online_env
+    from offline_gitd.online.train import build_family
+    from offline_gitd.rundir.checkpoints import Checkpoints
+    from offline_gitd.rundir.files import config_from_record, read_config
+
+    # the final policy, restored as `offline_gitd evaluate` restores an online run's (offline_gitd/trained.py)
+    cfg = config_from_record(OnlineConfig, run_dir, read_config(run_dir)["config"])
+    info = inspect_env(cfg.env, cfg.algo)
+    family = build_family(cfg, info)
+    step = Checkpoints(run_dir).latest()
+    if step is None:
+        raise UsageError(f"the behaviour agent saved no checkpoint in {run_dir}: nothing to evaluate")
+    if cfg.loop == "compiled":
+        from offline_gitd.online.compiled_run import restore_learner
+
+        state = restore_learner(run_dir, step, cfg, family)
+    else:
+        like = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.asarray(cfg.seed_list)))
+        state = Checkpoints(run_dir).restore(step, like)
+    state = jax.tree.map(lambda x: x[0], state)  # the one seed a recording has
+    act, key, flatten = jax.jit(family.act), jax.random.PRNGKey(cfg.seed_list[0]), not (info.frames or info.images)
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs)
+        if flatten:
+            obs = obs.reshape(len(obs), -1).astype(np.float32)
+        return np.asarray(act(state, jnp.asarray(obs), key))
+
+    used = float(epsilon) if info.spaces.action_kind == "discrete" else 0.0
+    returns = evaluate(policy, lambda: make_online_env(cfg, info, seed), episodes, seed, used)
+    return {
+        "behaviour_eval_score": float(np.mean(returns)),
+        "behaviour_eval_score_std": float(np.std(returns)),
+        "behaviour_eval_episodes": int(episodes),
+        "behaviour_eval_epsilon": used,
+        "behaviour_eval_step": int(step),
+    }
+
+
 # How each behaviour agent acts once its initial random samples are done (docs/online.md).
 EXPLORATION = {"dqn": "epsilon-greedy", "sac": "sampled from its stochastic policy"}
 
@@ -164,6 +237,7 @@ def describe_collection(
     references: Sequence[str],
     code_version: str,
     config: dict[str, Any],
+    evaluated: dict[str, Any] | None = None,
 ) -> str:
     """The dataset's ``description``: which policy acted, whether and how much it trained, and
     which reference scores are written, from the facts in ``record`` (:func:`behaviour_record`)
@@ -200,6 +274,12 @@ def describe_collection(
         refs = "No reference scores are written: a random policy's own return would be both ends."
     else:
         refs = "No reference scores are written."
+    if evaluated:
+        refs += (
+            f" behaviour_eval_score: the behaviour agent's final policy's mean return over "
+            f"{evaluated['behaviour_eval_episodes']} episodes at epsilon {evaluated['behaviour_eval_epsilon']:g}, "
+            "as the runs trained on the data are evaluated."
+        )
     return f"{what} Collected by {code_version}. {refs} Config: {json.dumps(config, sort_keys=True)}"
 
 
@@ -214,6 +294,37 @@ def _record_checkpoints(dataset_id: str, every: int) -> None:
         lengths.append(len(episode.rewards))
         returns.append(float(np.sum(episode.rewards)))
     dataset.storage.update_metadata(checkpoint_metadata(lengths, returns, every))
+
+
+def recording_env(env: gym.Env) -> tuple[gym.Env, Any]:
+    """``env`` recorded by a ``minari.DataCollector`` whose env spec names no code of this package;
+    returns the env the agent steps and the collector that writes the dataset.
+
+    MinAtar's bool boards reach the learners as uint8 through :class:`~offline_gitd.envs.images.Uint8Images`.
+    Recording inside that wrapper would put it in the dataset's env spec, and ``recover_environment()``
+    would need this package. So the collector records the env's own observations, cast to uint8 as
+    they are stored (the same images, the same content digest as before), and the agent steps the
+    collector wrapped in ``Uint8Images`` again: it sees what it saw before, and minari, gymnasium and
+    minatar alone recover the env and the evaluation env.
+    """
+    import minari
+
+    from offline_gitd.envs.images import Uint8Images
+
+    if not isinstance(env, Uint8Images):
+        collector = minari.DataCollector(env)
+        return collector, collector
+
+    class Uint8Observations(minari.StepDataCallback):  # type: ignore[misc]
+        def __call__(self, env: gym.Env, **kwargs: Any) -> Any:
+            step_data = super().__call__(env, **kwargs)
+            step_data["observation"] = np.asarray(step_data["observation"], np.uint8)
+            return step_data
+
+    collector = minari.DataCollector(
+        env.env, step_data_callback=Uint8Observations, observation_space=env.observation_space
+    )
+    return Uint8Images(collector), collector
 
 
 def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs | None = None) -> Path:
@@ -238,12 +349,15 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
         initial_samples=request.steps if policy == "random" else None,
         epsilon_steps=request.epsilon_steps,
         utd=request.utd,
+        # the dataset is what the Python loop's gymnasium env records (minari.DataCollector wraps it)
+        loop="python",
     )
     collectors: list[Any] = []
 
     def record(env: gym.Env) -> gym.Env:
-        collectors.append(minari.DataCollector(env))
-        return collectors[-1]
+        recorded, collector = recording_env(env)
+        collectors.append(collector)
+        return recorded
 
     try:
         train(cfg, progress=progress, wrap_env=record, outputs=outputs)
@@ -256,6 +370,11 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
                 "ref_max_score": _final_return(run_dir),
                 "num_episodes_average_score": REFERENCE_EPISODES,
             }
+        evaluated: dict[str, Any] = {}
+        if policy != "random" and request.reference_episodes:
+            evaluated = evaluation_reference(
+                run_dir, request.reference_episodes, request.reference_epsilon, request.seed
+            )
         if request.overwrite and request.dataset_id in minari.list_local_datasets():
             minari.delete_dataset(request.dataset_id)
         name = (
@@ -278,10 +397,15 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
                 references=list(scores),
                 code_version=_code_version(),
                 config=config,
+                evaluated=evaluated,
             ),
             **scores,
         )
-        minari.load_dataset(request.dataset_id).storage.update_metadata(behaviour)
+        made_by = json.loads((run_dir / "config.json").read_text())["provenance"]
+        layout = {"observation_layout": OBSERVATION_LAYOUT} if collector.env.observation_space.dtype == np.bool_ else {}
+        minari.load_dataset(request.dataset_id).storage.update_metadata(
+            {**behaviour, **code_record(made_by), **evaluated, **layout}
+        )
         collector.close()
         if request.checkpoint_every is not None:
             _record_checkpoints(request.dataset_id, request.checkpoint_every)

@@ -50,7 +50,8 @@ import numpy as np
 from offline_gitd.batch import Batch
 from offline_gitd.choices import JAX_ENV_IDS
 from offline_gitd.envs.jax_cartpole import CartPole
-from offline_gitd.envs.jax_minatar_breakout import Breakout
+from offline_gitd.envs.jax_minatar import GAMES as MINATAR_GAMES
+from offline_gitd.envs.jax_minatar import MinAtar
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.drivers import choose_compiler_options
 from offline_gitd.learners.family import DiscreteFamily
@@ -82,12 +83,18 @@ class JaxEnv(Protocol):
 
 
 # The gymnasium ids with a JAX twin checked against gymnasium (tests/envs), from the run's horizon
-# (None: the id's own time limit; MinAtar has none, so the package's MinAtar cap, 10,000 steps).
+# (None: the id's own time limit; MinAtar has none, so the package's MinAtar cap, 10,000 steps):
+# CartPole written here, the five MinAtar games from pgx-minatar (offline_gitd.envs.jax_minatar).
 # Their names are offline_gitd.choices.JAX_ENV_IDS, which the command line refuses other envs by
 # before importing JAX.
 JAX_ENVS: dict[str, Callable[[int | None], JaxEnv]] = {
     "CartPole-v1": lambda horizon: CartPole(max_episode_steps=horizon) if horizon else CartPole(),
-    "MinAtar/Breakout-v1": lambda horizon: Breakout(max_episode_steps=horizon) if horizon else Breakout(),
+    **{
+        env_id: (
+            lambda horizon, env_id=env_id: MinAtar(env_id, max_episode_steps=horizon) if horizon else MinAtar(env_id)
+        )
+        for env_id in MINATAR_GAMES
+    },
 }
 
 

@@ -68,8 +68,9 @@ class OnlineConfig(RunConfig):
     )
     with_dataset: bool = option(False, "with --init-from: fill each seed's replay with the offline run's dataset first")
     loop: str = option(
-        "python",
-        "python: gymnasium envs stepped on the host (every env); compiled: env, acting, replay and updates as "
+        "auto",
+        "auto: compiled where it can run the run, python otherwise (config.json records which ran); python: "
+        "gymnasium envs stepped on the host (every env); compiled: env, acting, replay and updates as "
         f"one compiled program per --log-every window, for envs written in JAX ({', '.join(JAX_ENV_IDS)}), online "
         "dqn only, without --per, --n-step, --init-from or --preset strong. Same method and distribution of "
         "returns, other random streams: not the same episodes as python's for a seed",
@@ -77,6 +78,8 @@ class OnlineConfig(RunConfig):
     )
 
     NOT_HASHED: ClassVar[tuple[str, ...]] = (*RunConfig.NOT_HASHED, "steps", "log_every", "checkpoint_every")
+    # A run recorded before ``loop`` existed ran the Python loop; today's default is ``auto``.
+    RECORDED_BEFORE: ClassVar[dict[str, Any]] = {"loop": "python"}
 
     def hash_identity(self) -> dict[str, Any]:
         """The hashed fields; ``loop`` only where it is not ``python``.
@@ -102,7 +105,10 @@ class OnlineConfig(RunConfig):
         defaults = dict(ONLINE_DEFAULTS[domain])
         if domain == "gym":
             defaults.update(GYM_ENV_DEFAULTS.get(self.env, {}))
-        return self.filled(values, defaults, domain)
+        resolved = self.filled(values, defaults, domain)
+        if resolved.loop == "auto":  # the run records the loop that runs it
+            resolved = dataclasses.replace(resolved, loop=choose_loop(resolved)[0])
+        return resolved
 
     def check_flags(self) -> None:
         if not self.env:
@@ -144,33 +150,60 @@ class OnlineConfig(RunConfig):
         two loops' learning curves are shown to agree, the board keeps them on lines of their own
         rather than pool runs that share their initial networks seed by seed; a Python run shows
         nothing for its loop, as before the field existed."""
-        blank = OnlineConfig(algo=self.algo, env=self.env, out=self.out or "-", critic=self.critic, K=self.K)
+        blank = OnlineConfig(
+            algo=self.algo, env=self.env, out=self.out or "-", critic=self.critic, K=self.K, loop="python"
+        )
         ignored = ("env", "out", "seeds", "driver", "steps", "log_every", "checkpoint_every")
         return self.describe_method(blank, domain, ignored)
 
 
-def check_compiled_loop(cfg: OnlineConfig) -> None:
-    """Refuse, in one line, what the compiled loop (:mod:`offline_gitd.online.compiled`) does not
-    do: it runs online DQN on an env written in JAX with 1-step returns, uniform replay and fresh
-    networks. Plain data only, so that ``--loop compiled`` is refused before JAX is imported and
-    before a run directory exists."""
+def compiled_loop_refusal(cfg: OnlineConfig) -> str | None:
+    """Why the compiled loop (:mod:`offline_gitd.online.compiled`) cannot run ``cfg``, in one line,
+    or ``None`` where it can: it runs online DQN on an env written in JAX with 1-step returns,
+    uniform replay and fresh networks. Plain data only (no JAX)."""
     if cfg.algo != "dqn":
-        raise ConfigError(f"--loop compiled runs online dqn only, not online {cfg.algo}")
+        return f"--loop compiled runs online dqn only, not online {cfg.algo}"
     if cfg.env not in JAX_ENV_IDS:
-        raise ConfigError(
+        return (
             f"--loop compiled needs an env written in JAX ({', '.join(JAX_ENV_IDS)}); got {cfg.env!r}: "
             "run it with --loop python"
         )
     for flag, given in (
         ("--per", cfg.per),
-        ("--n-step", cfg.n_step != 1),
+        ("--n-step", cfg.n_step not in (None, 1)),
         ("--init-from", cfg.init_from is not None),
         ("--preset strong", cfg.preset == "strong"),
     ):
         if given:
-            raise ConfigError(
-                f"--loop compiled does not support {flag} (it runs 1-step returns, uniform replay, fresh networks)"
-            )
+            return f"--loop compiled does not support {flag} (it runs 1-step returns, uniform replay, fresh networks)"
+    return None
+
+
+def check_compiled_loop(cfg: OnlineConfig) -> None:
+    """Refuse, in one line, what the compiled loop does not do (:func:`compiled_loop_refusal`), so
+    that ``--loop compiled`` is refused before JAX is imported and before a run directory exists."""
+    refusal = compiled_loop_refusal(cfg)
+    if refusal:
+        raise ConfigError(refusal)
+
+
+def choose_loop(cfg: OnlineConfig) -> tuple[str, str | None]:
+    """The loop ``--loop auto`` runs ``cfg`` with, and a one-line note where it falls back.
+
+    The compiled loop wherever it can run the run (docs/online.md#the-compiled-loop): online DQN on
+    an env written in JAX without the options it lacks; the Python loop otherwise, silently where
+    the env has no JAX twin or the algorithm is SAC (the Python loop is then the only one), with a
+    note where the env has one but an option rules the compiled loop out (``--per``, ``--n-step``,
+    ``--init-from``, ``--preset strong``), so that nobody mistakes the slower loop for the default.
+    An explicit ``--loop`` is kept as it is."""
+    if cfg.loop != "auto":
+        return cfg.loop, None
+    refusal = compiled_loop_refusal(cfg)
+    if refusal is None:
+        return "compiled", None
+    if cfg.algo != "dqn" or cfg.env not in JAX_ENV_IDS:
+        return "python", None
+    return "python", f"note: --loop auto runs the Python loop: {refusal.removeprefix('--loop compiled ')}"
 
 
 # ----------------------------------------------------------------------------- collect
@@ -249,6 +282,18 @@ class CollectRequest:
         None,
         "behaviour agent: updates per env step, an integer or 1/n (default: the env's table)",
         parse=parse_ratio,
+    )
+    # The behaviour agent's final policy evaluated the way the offline runs are (docs/datasets.md#collecting-datasets):
+    # a reference at the evaluation protocol beside its training return.
+    reference_episodes: int = collect_option(
+        100,
+        "evaluate the behaviour agent's final policy over N episodes at --reference-epsilon once it is recorded, "
+        "kept in the dataset as behaviour_eval_score (0: skip; default: 100)",
+        metavar="N",
+    )
+    reference_epsilon: float = collect_option(
+        0.001,
+        "epsilon of that evaluation for discrete actions, the offline runs' evaluation epsilon (default: 0.001)",
     )
     overwrite: bool = collect_option(False, "replace an existing local dataset with this id", in_file=False)
 

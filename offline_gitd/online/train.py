@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import gymnasium as gym
 
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.family import Family, make_continuous_family, make_discrete_family
-from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.config import OnlineConfig, choose_loop
 from offline_gitd.online.env_info import EnvInfo, inspect_env, obs_example
 from offline_gitd.rundir.flags import Outputs, RunFlags
 
@@ -32,7 +33,12 @@ def resolve_config(cfg: OnlineConfig) -> tuple[OnlineConfig, EnvInfo]:
     info = inspect_env(cfg.env, cfg.algo)
     if cfg.torso is None and info.images:  # image envs outside the tables: the torso the images call for
         cfg = dataclasses.replace(cfg, torso=torso_for_shape(info.input_shape))
+    auto = cfg.loop == "auto"
     cfg = cfg.resolve(info.domain)
+    if auto:  # the fallback's reason, once, where a run is set up
+        note = choose_loop(dataclasses.replace(cfg, loop="auto"))[1]
+        if note:
+            print(note, file=sys.stderr)
     check_torso(cfg.torso, info.input_shape, cfg.env)
     return cfg, info
 
@@ -84,6 +90,8 @@ def train(
     from offline_gitd.rundir.lock import hold_run_dir
 
     flags = RunFlags(resume, progress, overwrite, command_line, outputs)
+    if wrap_env is not None and cfg.loop == "auto":  # only the Python loop steps a gymnasium env to wrap
+        cfg = dataclasses.replace(cfg, loop="python")
     if cfg.out:
         cfg = dataclasses.replace(cfg, out=absolute(cfg.out))
     # the run's one writer (docs/locks.md), from its first check to its last row

@@ -20,7 +20,7 @@ from typing import Any
 from offline_gitd.errors import ConfigError, UsageError
 from offline_gitd.input_paths import read_json_file, refuse_escaping_links
 from offline_gitd.leaderboard.repeats import repeated_lines
-from offline_gitd.leaderboard.schema import COLUMNS
+from offline_gitd.leaderboard.schema import COLUMNS, MADE_BY
 from offline_gitd.rundir.lock import RUN_LOCK_FILE
 from offline_gitd.rundir.seals import (
     DiskFull,
@@ -164,6 +164,8 @@ def config_from_record(cls: type, run_dir: Path, saved: Mapping[str, Any]) -> An
     """``cls(**saved)`` for a config read from a run directory, its flags checked: a field the
     package does not know, or a value out of its range (``seeds`` 0-10**9), is one line."""
     names = {f.name for f in dataclasses.fields(cls)}
+    # a field the record predates takes the value it had then, where today's default differs
+    saved = {**getattr(cls, "RECORDED_BEFORE", {}), **saved}
     unknown = sorted(set(saved) - names)
     if unknown:
         raise UsageError(f"{run_dir / CONFIG_FILE} has a field this version does not know: {unknown[0]!r}")
@@ -278,11 +280,22 @@ def _complete(row: Mapping[str | None, Any], columns: Sequence[str], column: str
 
 
 def result_row(
-    provenance: Mapping[str, Any], algorithm: str, critic: str, K: int, beta: float, seed: int, step: int, value: float
+    provenance: Mapping[str, Any],
+    algorithm: str,
+    critic: str,
+    K: int,
+    beta: float,
+    seed: int,
+    step: int,
+    value: float,
+    made_by: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One leaderboard row (docs/leaderboard.md). ``provenance`` is the run's config.json: suite, env,
     run_id, config_hash, package_version, method_config (absent from runs started before it
-    existed: "not recorded"). Each seed is its own leaderboard run."""
+    existed: "not recorded"). Each seed is its own leaderboard run. ``made_by``: the row's
+    ``commit``, ``dirty``, ``diff_sha256``, ``data_sha256`` and ``device`` cells, those of the
+    process that computed it (a resumed run's later rows may come from other code or another device;
+    :func:`offline_gitd.rundir.provenance.row_facts`); absent ones are empty (unknown)."""
     return {
         "suite": provenance["suite"],
         "env": provenance["env"],
@@ -298,4 +311,5 @@ def result_row(
         "package_version": provenance["package_version"],
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "method_config": provenance.get("method_config", ""),
+        **{name: (made_by or {}).get(name, "") for name in MADE_BY},
     }

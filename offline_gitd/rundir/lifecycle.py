@@ -26,6 +26,7 @@ from offline_gitd.rundir.files import METRICS_FILE, RESULT_COLUMNS, RESULTS_FILE
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.rundir.lock import check_run_dir_held
 from offline_gitd.rundir.provenance import collect as collect_provenance
+from offline_gitd.rundir.provenance import row_facts
 from offline_gitd.rundir.scalars import ScalarLog
 from offline_gitd.version import __version__
 
@@ -58,7 +59,8 @@ def run_record(
     **extra: Any,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """What ``config.json`` says of a new run (config, ids, where it ranks, what produced it),
-    and the provenance alone (recorded again at each resume)."""
+    and the provenance alone (recorded again at each resume). An offline run passes its data's
+    content digest as ``data_sha256`` (docs/leaderboard.md#what-made-a-row)."""
     made_by = collect_provenance(command_line, data_dir)
     record = {
         "config": config.to_dict(),
@@ -148,7 +150,8 @@ class RunLifecycle:
 
     def result_row(self, algorithm: str, critic: str, K: int, beta: float, seed: int, step: int, value: float) -> dict:
         """One leaderboard row of this run (its ids from ``config.json``)."""
-        return result_row(self.provenance, algorithm, critic, K, beta, seed, step, value)
+        facts = row_facts(self.made_by, self.record.get("data_sha256"))
+        return result_row(self.provenance, algorithm, critic, K, beta, seed, step, value, facts)
 
     def write(self, metric_rows: list[dict[str, Any]], result_rows: list[dict[str, Any]], **extra: list) -> None:
         """Append one logging window's rows (extra CSVs first) and stream the metrics as scalars."""

@@ -8,11 +8,13 @@ a run: what cannot be found is recorded as ``None``.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import platform
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -24,24 +26,48 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 VERSIONED = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "gymnasium", "minari")
 
 
-def git_commit(directory: Path = PACKAGE_DIR) -> dict[str, Any] | None:
-    """The commit of the checkout the package was imported from, and whether it had local
-    changes; ``None`` for an installed wheel (no checkout) or without ``git``."""
+def _git(directory: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, timeout=30)
+
+
+@functools.lru_cache(maxsize=None)
+def git_commit(directory: Path = PACKAGE_DIR) -> dict[str, Any]:
+    """The commit of the checkout the package was imported from, whether its tracked files had
+    local changes, and the SHA-256 of ``git diff HEAD`` (binary, so a changed data file counts) when
+    they had: enough to tell two dirty trees of one commit apart (docs/leaderboard.md#what-made-a-row).
+
+    Never fails a run: from an installed wheel (no checkout) or without ``git``, ``commit`` is
+    ``None`` and ``reason`` says why, beside the package's version. Taken once per process, at the
+    first run it starts: that process runs the code it imported then, whatever the checkout does later.
+    """
+    unknown = {"commit": None, "dirty": None, "diff_sha256": None, "version": __version__}
     try:
-        head = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
+        head = _git(directory, "rev-parse", "HEAD")
         if head.returncode != 0:
-            return None
-        status = subprocess.run(
-            ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+            why = head.stderr.decode(errors="replace").strip().splitlines()
+            return {**unknown, "reason": f"not a git checkout ({why[0] if why else 'git rev-parse HEAD failed'})"}
+        status = _git(directory, "status", "--porcelain", "--untracked-files=no")
+        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+        diff_sha256 = None
+        if dirty:
+            diff = _git(directory, "diff", "HEAD", "--binary")
+            diff_sha256 = hashlib.sha256(diff.stdout).hexdigest() if diff.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError) as err:
+        return {**unknown, "reason": f"git could not be run ({type(err).__name__}: {err})"}
+    return {
+        "commit": head.stdout.decode().strip(),
+        "dirty": dirty,
+        "diff_sha256": diff_sha256,
+        "version": __version__,
+        "reason": None,
+    }
+
+
+def describe_commit(git: Mapping[str, Any] | None) -> str:
+    """``95530e6``, ``95530e6+dirty`` or ``no commit (why)``: one line for a description."""
+    if not git or not git.get("commit"):
+        return f"no commit ({(git or {}).get('reason') or 'not recorded'})"
+    return f"{git['commit'][:7]}{'+dirty' if git.get('dirty') else ''}"
 
 
 def versions() -> dict[str, str | None]:
@@ -88,4 +114,22 @@ def collect(argv: Sequence[str] | None, data_dir: str | None) -> dict[str, Any]:
         "device": device(),
         "data_root": str(data_root(data_dir).absolute()),
         "minari_root": str(minari_datasets_dir(data_dir).absolute()),
+    }
+
+
+def row_facts(made_by: Mapping[str, Any], data_sha256: str | None = None) -> dict[str, str]:
+    """The board row's cells of what made it (docs/leaderboard.md#what-made-a-row), from a
+    provenance of :func:`collect`: the commit (empty without a checkout), ``true``/``false`` for
+    local changes (empty when unknown), the diff's digest, the data's digest and the device kind."""
+    git = made_by.get("git") or {}
+    dirty = git.get("dirty")
+    found = made_by.get("device") or {}
+    kind = found.get("kind")
+    device_name = "cpu" if found.get("backend") == "cpu" else (str(kind) if kind else "")
+    return {
+        "commit": git.get("commit") or "",
+        "dirty": "" if dirty is None or not git.get("commit") else ("true" if dirty else "false"),
+        "diff_sha256": git.get("diff_sha256") or "",
+        "data_sha256": data_sha256 or "",
+        "device": device_name,
     }

@@ -82,7 +82,7 @@ CONFLICT = "refused"
 def action(paths: SweepPaths, plan: RunPlan, check: BoardCheck | None = None) -> str:
     """What a sweep does with a run now: skip it (done here, or all its rows on its board),
     refuse it (partly on the board, see ``on_board.py``), resume its run directory, or start it."""
-    if is_complete(paths, plan):
+    if is_complete(paths, plan) and (check is None or not check.trained_on_other_data(plan, paths.run_dir(plan.name))):
         return "done (skip)"
     if check is not None:
         verdict = check.verdict(plan, board_path(plan, paths.root), paths.run_dir(plan.name))
@@ -163,9 +163,13 @@ def settle_complete(sweep: Sweep, table: StatusTable, stream: TextIO) -> tuple[l
     todo = []
     damaged: list[tuple[str, str]] = []
     from_board = []
+    undigested = 0
     for plan in sweep.plans:
         board, run_dir = sweep.board(plan), sweep.paths.run_dir(plan.name)
-        if is_complete(sweep.paths, plan):
+        other_data = sweep.check.trained_on_other_data(plan, run_dir) if is_complete(sweep.paths, plan) else None
+        if other_data:
+            print(f"note: {plan.name} is due again: {other_data}", file=stream, flush=True)
+        elif is_complete(sweep.paths, plan):
             if not read_state(sweep.paths.state(plan.name)).get("submitted"):
                 if not run_dir.is_dir() and sweep.check.verdict(plan, board, run_dir).complete:
                     from_board.append(plan.name)  # its state survived its run directory
@@ -183,12 +187,20 @@ def settle_complete(sweep: Sweep, table: StatusTable, stream: TextIO) -> tuple[l
         verdict = sweep.check.verdict(plan, board, run_dir)
         if verdict.complete:
             from_board.append(plan.name)
+            undigested += verdict.undigested
             table.state[plan.name] = "done"
         elif verdict.conflict:
             damaged.append((plan.name, f"not run: {verdict.conflict}"))
             table.state[plan.name] = "failed"
         else:
             todo.append(plan)
+    if undigested:
+        print(
+            f"note: {undigested} board rows taken as done record no data digest (written before it was "
+            "recorded): their config hash alone matched (docs/sweeps.md#moving-a-sweep-to-another-machine)",
+            file=stream,
+            flush=True,
+        )
     update_state(sweep.paths.root / SWEEP_FILE, on_board=from_board)  # for --status (watch.py)
     done = len(sweep.plans) - len(todo) - len(damaged)
     board_only = f" ({len(from_board)} of them on the board alone: no run directory here)" if from_board else ""
@@ -238,6 +250,7 @@ def collect_entries(
             "dataset_id": step.out,
             "data_dir": spec.data_dir,
             "cpus": spec.resources.cpus,  # as a run's: the first task of a reused worker sets its devices
+            "record_missing": spec.record_missing,
         }
         for step in (spec.collect if steps is None else steps)
     ]
@@ -248,6 +261,8 @@ def collect_line(entry: dict[str, Any], outcome: dict[str, Any], paths: SweepPat
     name = entry["name"]
     if outcome["status"] != "done":
         return f"failed   {name}: {outcome['error']} (log: {paths.log(name)})"
+    if outcome.get("fetched"):
+        return f"dataset ready: {name} (fetched from a mirror in {outcome.get('seconds', 0):.1f} s)"
     if outcome.get("cached"):
         return f"dataset ready: {name} (already local)"
     return f"dataset ready: {name} (recorded in {outcome.get('seconds', 0):.1f} s)"

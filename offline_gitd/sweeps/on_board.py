@@ -17,8 +17,14 @@ Where the sweep cannot know the hash without running (a dataset neither local no
 spec, an online run started ``--init-from`` an offline run), or the run writes no rows
 (``--eval-episodes 0``), the board decides nothing and the run goes on as before.
 
-Rows are matched on ``config_hash``, seed and step alone: a row with the same hash was produced by a
-run of the same resolved config on the same dataset id, whichever run directory wrote it.
+Rows are matched on their identity, seed and step: the ``config_hash`` and the ``data_sha256``,
+the content digest of the data an offline run trained on (docs/leaderboard.md#what-made-a-row). A
+row with the same hash was produced by a run of the same resolved config on the same dataset id,
+whichever run directory wrote it; the digest says whether on the same recording of it. Where the
+dataset is local, only rows of its digest count, so a run trained on another recording under the
+same name is trained again; rows that record no digest (boards written before it existed) count
+for any, and the sweep says how many it took on that basis. Where the dataset is not here, the
+digest cannot be compared and the hash alone decides, as for an online run (no data).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from offline_gitd.sweeps.spec import CollectStep, RunPlan, SweepSpec
 CONFIG_FILE = "config.json"
 # The run directory's name for the config a run records (``run_id``, ``config_hash``).
 Profile = tuple[str, tuple[int, ...]]  # the domain whose defaults apply, one network input's shape
+# config_hash -> data_sha256 ("" where not recorded) -> seed -> step -> run_id
+BoardIndex = dict[str, dict[str, dict[int, dict[int, str]]]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,7 @@ class Expected:
     seeds: tuple[int, ...]
     points: tuple[int, ...]
     leading_gaps: bool = False
+    data_sha256: str | None = None  # the local dataset's digest; None: online, or the dataset is not here
 
     def lacking(self, steps: Mapping[int, str]) -> list[int]:
         """The points of one seed whose rows are not among ``steps`` (step -> run_id)."""
@@ -69,6 +78,7 @@ class Verdict:
     present: int = 0  # rows of the run on the board
     complete: bool = False
     conflict: str | None = None  # why training it again would split a seed's curve over two runs
+    undigested: int = 0  # of ``present``, rows that record no data digest (taken on the hash alone)
 
 
 def collected_dataset(spec: SweepSpec, plan: RunPlan) -> CollectStep | None:
@@ -117,7 +127,8 @@ class BoardCheck:
     profiles: dict[str, Profile | None] = field(default_factory=dict)
     envs: dict[tuple[str, str], Any] = field(default_factory=dict)
     expectations: dict[str, Expected | None] = field(default_factory=dict)
-    boards: dict[Path, dict[str, dict[int, dict[int, str]]]] = field(default_factory=dict)
+    digests: dict[str, str | None] = field(default_factory=dict)
+    boards: dict[Path, BoardIndex] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- the run's side
 
@@ -147,7 +158,8 @@ class BoardCheck:
             if not resolved.eval_episodes:
                 return None
             points = tuple(epoch * resolved.steps_per_epoch for epoch in range(1, resolved.epochs + 1))
-            return Expected(resolved.config_hash(), tuple(resolved.seed_list), points)
+            digest = self.data_digest(config.dataset)
+            return Expected(resolved.config_hash(), tuple(resolved.seed_list), points, data_sha256=digest)
         config = cls(**{**plan.fields, "algo": self.spec.command.split()[1], "out": plan.name})
         if config.init_from:  # its unset fields are taken from the offline run's own config
             return None
@@ -165,6 +177,37 @@ class BoardCheck:
         points |= set(range(resolved.checkpoint_every, resolved.steps + 1, resolved.checkpoint_every))
         return Expected(resolved.config_hash(), tuple(resolved.seed_list), tuple(sorted(points)), leading_gaps=True)
 
+    def data_digest(self, dataset: str) -> str | None:
+        """The content digest of ``dataset`` where it is here (what the run will record), else
+        ``None``; computed once per sweep pass, and kept in the dataset's directory (offline_gitd.data.digest)."""
+        if dataset not in self.digests:
+            from offline_gitd.data.datasets import open_dataset
+            from offline_gitd.data.digest import dataset_digest
+
+            try:
+                self.digests[dataset] = dataset_digest(open_dataset(dataset, self.spec.data_dir))
+            except UsageError:
+                self.digests[dataset] = None
+        return self.digests[dataset]
+
+    def trained_on_other_data(self, plan: RunPlan, run_dir: Path) -> str | None:
+        """Why a run done here no longer counts as done: the digest its run directory recorded is
+        not that of the dataset now here under the same name; ``None`` when they agree or either
+        is unknown."""
+        dataset = plan.fields.get("dataset")
+        if self.spec.command != "train" or not isinstance(dataset, str):
+            return None
+        recorded = _recorded(run_dir, "data_sha256")
+        if not recorded:
+            return None
+        try:
+            here = self.data_digest(dataset)
+        except Exception:  # a dataset that cannot be read: the run itself will say why
+            return None
+        if here is None or here == recorded:
+            return None
+        return f"trained on data of digest {recorded[:12]}..., the dataset here has {here[:12]}..."
+
     def _dataset_profile(self, plan: RunPlan, dataset: str) -> Profile | None:
         """The dataset's own profile where it is local (what the run itself reads), else that of
         the env the spec's ``[[collect]]`` entry records it from; ``None`` when neither is known."""
@@ -180,15 +223,17 @@ class BoardCheck:
 
     # ------------------------------------------------------------------------------ the board's side
 
-    def rows(self, board: Path) -> dict[str, dict[int, dict[int, str]]]:
-        """``config_hash -> seed -> step -> run_id`` of every row on ``board`` (none if absent)."""
+    def rows(self, board: Path) -> BoardIndex:
+        """``config_hash -> data_sha256 -> seed -> step -> run_id`` of every row on ``board``
+        (none if absent)."""
         if board not in self.boards:
             from offline_gitd.leaderboard.schema import read_rows
 
-            index: dict[str, dict[int, dict[int, str]]] = {}
+            index: BoardIndex = {}
             if board.exists():
                 for _, row in read_rows(board):
-                    index.setdefault(row.config_hash, {}).setdefault(row.seed, {})[row.step] = row.run_id
+                    by_data = index.setdefault(row.config_hash, {}).setdefault(row.data_sha256, {})
+                    by_data.setdefault(row.seed, {})[row.step] = row.run_id
             self.boards[board] = index
         return self.boards[board]
 
@@ -204,11 +249,11 @@ class BoardCheck:
         expected = self.expected(plan)
         if expected is None:
             return Verdict(None)
-        seeds = self.rows(board).get(expected.config_hash, {})
+        seeds, undigested = _matching(self.rows(board).get(expected.config_hash, {}), expected)
         present = sum(len(steps) for seed, steps in seeds.items() if seed in expected.seeds)
         lacking = {seed: expected.lacking(seeds.get(seed, {})) for seed in expected.seeds}
         if not any(lacking.values()):
-            return Verdict(expected, present, complete=True)
+            return Verdict(expected, present, complete=True, undigested=undigested)
         # A seed with some points on the board and others not: trained again from scratch, its
         # missing points would go on the board under a new run id beside the old ones, and the
         # board's statistics would count that seed twice (each run's last point is a final
@@ -228,20 +273,40 @@ class BoardCheck:
                         "it again whole"
                     ),
                 )
-        return Verdict(expected, present)
+        return Verdict(expected, present, undigested=undigested)
+
+
+def _matching(
+    by_data: Mapping[str, dict[int, dict[int, str]]], expected: Expected
+) -> tuple[dict[int, dict[int, str]], int]:
+    """``seed -> step -> run_id`` of the rows of one config hash that count for ``expected``:
+    those of its data digest and those that record none, or every row where the digest is not
+    known here (see the module's docstring); and how many of the seeds' rows recorded no digest."""
+    if expected.data_sha256 is None:
+        wanted = list(by_data)
+    else:
+        wanted = [digest for digest in (expected.data_sha256, "") if digest in by_data]
+    seeds: dict[int, dict[int, str]] = {}
+    for digest in wanted:
+        for seed, steps in by_data[digest].items():
+            seeds.setdefault(seed, {}).update(steps)
+    undigested = sum(len(steps) for seed, steps in by_data.get("", {}).items() if seed in expected.seeds)
+    return seeds, (undigested if "" in wanted else 0)
+
+
+def _recorded(run_dir: Path, key: str) -> str | None:
+    """A value a run recorded in ``run_dir``'s config, if it holds a started run."""
+    try:
+        return json.loads((run_dir / CONFIG_FILE).read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _run_id(run_dir: Path) -> str | None:
     """The run id recorded in ``run_dir``'s config, if it holds a started run."""
-    try:
-        return json.loads((run_dir / CONFIG_FILE).read_text()).get("run_id")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return _recorded(run_dir, "run_id")
 
 
 def recorded_hash(run_dir: Path) -> str | None:
     """The config hash a finished run recorded (``config.json``)."""
-    try:
-        return json.loads((run_dir / CONFIG_FILE).read_text()).get("config_hash")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return _recorded(run_dir, "config_hash")

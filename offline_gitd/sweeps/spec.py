@@ -109,6 +109,9 @@ class SweepSpec:
     # ``--only AXIS=VALUE``: the runs of one grid entry per named axis; the rest of the grid still
     # names the runs, so a run is the same run (directory, config hash) with or without it.
     only: tuple[tuple[str, str], ...] = ()
+    # ``--record-missing``: a [[collect]] dataset a manifest lists, which no mirror gave, is recorded
+    # anew rather than failing (docs/sweeps.md#datasets-from-mirrors).
+    record_missing: bool = False
 
     @property
     def config_class(self) -> type:

@@ -161,13 +161,26 @@ def _run_entry(
 
 
 def collect_dataset(
-    name: str, argv: list[str], root: str, sweep_id: str, dataset_id: str, data_dir: str | None, cpus: float = 1
+    name: str,
+    argv: list[str],
+    root: str,
+    sweep_id: str,
+    dataset_id: str,
+    data_dir: str | None,
+    cpus: float = 1,
+    record_missing: bool = False,
 ) -> dict[str, Any]:
     """A ``[[collect]]`` entry: record the dataset unless the node already sees it in its data
-    root (collected by an earlier sweep, or by hand), which counts as done."""
+    root (collected by an earlier sweep, or by hand), which counts as done.
+
+    A dataset that a repository manifest lists is fetched from its mirrors first
+    (docs/sweeps.md#datasets-from-mirrors): the published data, not a new recording that differs
+    from it on another CPU. When no mirror gives it the entry fails, saying so, unless
+    ``record_missing`` (``sweep --record-missing``) asks for a new recording."""
     _device_settings(0, cpus)
     import minari
 
+    from offline_gitd.data.pack_fetch import find_entry, repository_manifests
     from offline_gitd.data.paths import use_minari_root
 
     use_minari_root(data_dir)
@@ -175,6 +188,15 @@ def collect_dataset(
         state = SweepPaths(Path(root)).state(name)
         update_state(state, name=name, status="done", sweep_id=sweep_id, argv=list(argv), error=None, cached=True)
         return {"name": name, "status": "done", "error": None, "seconds": 0.0, "attempt": 1, "cached": True}
+    if find_entry(dataset_id, repository_manifests()) is not None:
+        fetch = ["fetch", "minari", dataset_id, *(["--data-dir", data_dir] if data_dir else [])]
+        outcome = execute(name, fetch, root, sweep_id, 0, resumable=False, cpus=cpus)
+        if outcome["status"] == "done":
+            return {**outcome, "cached": True, "fetched": True}
+        if not record_missing:
+            error = f"{outcome['error']}; pass --record-missing to record it anew"
+            update_state(SweepPaths(Path(root)).state(name), error=error)
+            return {**outcome, "error": error}
     # An attempt that died before writing the dataset leaves a partial behaviour run; recording
     # starts again from step 0 (a dataset is the whole replay of one run), so it is cleared.
     shutil.rmtree(SweepPaths(Path(root)).run_dir(name), ignore_errors=True)

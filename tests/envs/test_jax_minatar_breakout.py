@@ -1,5 +1,7 @@
-"""The JAX Breakout is the package's MinAtar/Breakout-v1: step by step from the same game state, in
-the distribution of a policy's returns and lengths, in its sticky actions and in its time limit."""
+"""The JAX Breakout (pgx-minatar's game behind :class:`offline_gitd.envs.jax_minatar.MinAtar`) is the
+package's MinAtar/Breakout-v1: step by step from the same game state, in the distribution of a
+policy's returns and lengths, in its sticky actions and in its time limit. These checks were written
+for the package's own JAX Breakout, which the library's game replaced: they now check the library."""
 
 from __future__ import annotations
 
@@ -15,23 +17,27 @@ import pytest
 from scipy import stats
 
 from offline_gitd.config.paper import ONLINE_DEFAULTS
-from offline_gitd.envs.jax_minatar_breakout import (
-    MAX_EPISODE_STEPS,
-    MINATAR_ACTIONS,
-    NUM_ACTIONS,
-    STICKY_ACTION_PROB,
-    Breakout,
-    BreakoutState,
-)
+from offline_gitd.envs.jax_minatar import GAMES, MAX_EPISODE_STEPS, STICKY_ACTION_PROB, MinAtar
+from offline_gitd.envs.jax_minatar import MinAtarState as BreakoutState
 from offline_gitd.envs.make import make_env
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import make_online_env
 from offline_gitd.online.train import resolve_config
 
-ENV = Breakout()
-DETERMINISTIC = Breakout(sticky_action_prob=0.0)
-STEP = jax.jit(DETERMINISTIC.step)
 ENV_ID = "MinAtar/Breakout-v1"
+MINATAR_ACTIONS = GAMES[ENV_ID].minimal_actions  # each minimal action's index in MinAtar's full set
+NUM_ACTIONS = len(MINATAR_ACTIONS)
+ENV = MinAtar(ENV_ID)
+DETERMINISTIC = MinAtar(ENV_ID, sticky_action_prob=0.0)
+STEP = jax.jit(DETERMINISTIC.step)
+TO_MINIMAL = jnp.asarray([MINATAR_ACTIONS.index(a) if a in MINATAR_ACTIONS else -1 for a in range(6)], jnp.int32)
+
+
+def last_action(state: BreakoutState) -> jax.Array:
+    """The sticky actions' memory as a minimal-set index (pgx keeps MinAtar's full-set index)."""
+    return TO_MINIMAL[state.game._last_action]
+
+
 # Ball directions 0 up-left, 1 up-right, 2 down-right, 3 down-left, as MinAtar numbers them.
 DX, DY = (-1, 1, 1, -1), (-1, -1, 1, 1)
 
@@ -79,16 +85,17 @@ def random_game(rng: np.random.Generator) -> dict[str, Any]:
 
 def jax_state(game: dict[str, Any]) -> BreakoutState:
     """The JAX env's state holding the same game (no sticky memory, no steps taken)."""
-    scalar = {name: jnp.int32(game[name]) for name in ("ball_x", "ball_y", "ball_dir", "pos", "last_x", "last_y")}
-    return BreakoutState(
+    scalar = {f"_{name}": jnp.int32(game[name]) for name in ("ball_x", "ball_y", "ball_dir", "pos", "last_x", "last_y")}
+    start, _ = DETERMINISTIC.reset(jax.random.PRNGKey(0))
+    pgx_state = start.game.replace(
         **scalar,
-        bricks=jnp.asarray(game["brick_map"] == 1),
-        strike=jnp.bool_(game["strike"]),
-        terminal=jnp.bool_(game["terminal"]),
-        last_action=jnp.int32(0),
-        steps=jnp.int32(0),
-        key=jax.random.PRNGKey(0),
+        _brick_map=jnp.asarray(game["brick_map"] == 1),
+        _strike=jnp.bool_(game["strike"]),
+        _terminal=jnp.bool_(game["terminal"]),
+        terminated=jnp.bool_(game["terminal"]),
+        _last_action=jnp.int32(0),
     )
+    return start._replace(game=pgx_state)
 
 
 def cases(game: Any, action: int) -> set[str]:
@@ -193,7 +200,7 @@ def test_a_reset_is_minatars_start() -> None:
         boards[game_of(env).ball_x], seeds[game_of(env).ball_x] = obs, seed
     assert sorted(boards) == [0, 9]
     states, obs = jax.jit(jax.vmap(DETERMINISTIC.reset))(jax.random.split(jax.random.PRNGKey(4), 2000))
-    obs, column = np.asarray(obs), np.asarray(states.ball_x)
+    obs, column = np.asarray(obs), np.asarray(states.game._ball_x)
     assert set(column.tolist()) == {0, 9}
     for start in (0, 9):
         np.testing.assert_array_equal(obs[column == start], np.broadcast_to(boards[start], obs[column == start].shape))
@@ -326,9 +333,13 @@ def test_one_step_in_ten_repeats_the_last_action_taken() -> None:
         state, _ = ENV.reset(key)
 
         def body(state: BreakoutState, _: None) -> tuple[BreakoutState, jax.Array]:
-            before = state.last_action
-            state = ENV.step(state, (before + 1) % NUM_ACTIONS)[0]
-            return state, state.last_action == before
+            # a lost ball starts the next episode, as the loops do (pgx does not step a finished
+            # game at all, so its memory would stop changing; the package's env is reset too)
+            before = last_action(state)
+            state, _, _, terminated, _ = ENV.step(state, (before + 1) % NUM_ACTIONS)
+            repeat = last_action(state) == before
+            fresh = ENV.next_episode(state, state.key)[0]
+            return jax.tree.map(lambda new, old: jnp.where(terminated, new, old), fresh, state), repeat
 
         return jax.lax.scan(body, state, None, length=1_000)[1]
 
@@ -358,10 +369,10 @@ def test_the_last_action_outlives_the_episode_as_in_minatar() -> None:
     env.reset()
     assert env.unwrapped.game.last_action == MINATAR_ACTIONS[2]
     state, _ = ENV.reset(jax.random.PRNGKey(0))
-    assert int(state.last_action) == 0
+    assert int(last_action(state)) == 0
     state = STEP(state, 2)[0]
     fresh, obs = ENV.next_episode(state, jax.random.PRNGKey(1))
-    assert int(fresh.last_action) == 2 and int(fresh.steps) == 0 and not bool(fresh.terminal)
+    assert int(last_action(fresh)) == 2 and int(fresh.steps) == 0 and not bool(fresh.game.terminated)
     np.testing.assert_array_equal(obs, ENV.reset(jax.random.PRNGKey(1))[1])
 
 
@@ -384,7 +395,9 @@ def test_the_package_caps_an_episode_at_10_000_steps_as_a_truncation(tmp_path: A
     @jax.jit
     def kept_in_play(state: BreakoutState) -> jax.Array:
         def body(state: BreakoutState, _: None):
-            state, _, _, terminated, truncated = ENV.step(state._replace(ball_y=jnp.int32(3)), 0)
+            state, _, _, terminated, truncated = ENV.step(
+                state._replace(game=state.game.replace(_ball_y=jnp.int32(3))), 0
+            )
             return state, jnp.stack([terminated, truncated])
 
         return jax.lax.scan(body, state, None, length=MAX_EPISODE_STEPS)[1]
@@ -393,7 +406,7 @@ def test_the_package_caps_an_episode_at_10_000_steps_as_a_truncation(tmp_path: A
     assert flags[:-1].sum() == 0 and flags[-1].tolist() == [False, True]
 
     # One step from losing the ball (row 8, moving down, the paddle far away) on the last step.
-    short = Breakout(max_episode_steps=5, sticky_action_prob=0.0)
+    short = MinAtar(ENV_ID, max_episode_steps=5, sticky_action_prob=0.0)
     state = jax_state(dict(random_game(np.random.default_rng(0)), ball_x=0, ball_y=8, ball_dir=2, pos=9, strike=False))
-    state = state._replace(bricks=jnp.zeros((10, 10), bool), steps=jnp.int32(4))
+    state = state._replace(game=state.game.replace(_brick_map=jnp.zeros((10, 10), bool)), steps=jnp.int32(4))
     assert [bool(flag) for flag in short.step(state, 0)[3:]] == [True, True]

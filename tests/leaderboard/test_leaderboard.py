@@ -91,7 +91,7 @@ def test_read_rows_reports_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match=f"{path}:3: field 'seed'"):
         read_rows(path)
     path.write_text(f"{header}\n{good}\n{good},extra\n")
-    with pytest.raises(SchemaError, match=f"{path}:3: expected 14 cells, got 15"):
+    with pytest.raises(SchemaError, match=f"{path}:3: expected 19 cells, got 20"):
         read_rows(path)
     path.write_text(header.replace("return", "score") + "\n")
     with pytest.raises(SchemaError, match=f"{path}:1: header must be"):

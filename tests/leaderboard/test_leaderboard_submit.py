@@ -54,7 +54,9 @@ def test_duplicates_are_refused_and_the_board_is_left_as_it_was(
     content = board.read_bytes()
     cases = {
         "run_id, seed and step": run(tmp_path, "rerun", returns=[1.0, 2.0]),
-        "algorithm, critic, K, beta, env, seed, step and config_hash": run(tmp_path, "renamed", run_id="another-id"),
+        "algorithm, critic, K, beta, env, seed, step, config_hash and data_sha256": run(
+            tmp_path, "renamed", run_id="another-id"
+        ),
     }
     for reason, again in cases.items():
         assert main(["leaderboard", "submit", str(again), "--board", str(board)]) == 2
@@ -99,7 +101,9 @@ def test_malformed_input_or_board_is_refused_with_file_and_line(
     assert "results.csv:2: unknown atari env 'pong'" in capsys.readouterr().err
     assert board.read_bytes() == content
 
-    board.write_bytes(content + b"atari,Pong,cql,td,1,0.0,-1,5,1.0,x,y,0.1.0,2026-01-01T00:00:00+00:00,defaults\n")
+    board.write_bytes(
+        content + b"atari,Pong,cql,td,1,0.0,-1,5,1.0,x,y,0.1.0,2026-01-01T00:00:00+00:00,defaults,,,,,cpu\n"
+    )
     broken = board.read_bytes()
     assert main(["leaderboard", "submit", str(run(tmp_path, "c", seed=3)), "--board", str(board)]) == 2
     assert f"{board}:4: field 'seed': must be >= 0" in capsys.readouterr().err

@@ -34,7 +34,7 @@ def test_flags_file_keys_and_sweep_keys_are_the_request_fields() -> None:
 
 def test_a_sweep_collect_step_is_parsed_by_collect_into_its_options() -> None:
     options = (("policy", "random"), ("critic", "gitd"), ("seed", 3), ("horizon", 50), ("checkpoint_every", 10))
-    options += (("epsilon_steps", 7), ("utd", 0.25))
+    options += (("epsilon_steps", 7), ("utd", 0.25), ("reference_episodes", 20), ("reference_epsilon", 0.01))
     assert {key for key, _ in options} | {"env", "steps", "out"} == set(SWEEP_KEYS)
     step = CollectStep("CartPole-v1", 100, "tests/x-v0", options)
     args = collect_parser().parse_args(step.argv("/data")[1:])
@@ -52,7 +52,16 @@ def test_config_file_then_flags_then_the_request_defaults(tmp_path) -> None:
     path.write_text('env = "CartPole-v1"\nsteps = 10\nout = "tests/y-v0"\nseed = 4\nutd = "1/4"\n')
     args = collect_parser().parse_args(["--config", str(path), "--seed", "5"])
     options = command._collect_options(args)
-    assert options == {"env": "CartPole-v1", "steps": 10, "out": "tests/y-v0", "seed": 5, "utd": 0.25, "critic": "td"}
+    assert options == {
+        "env": "CartPole-v1",
+        "steps": 10,
+        "out": "tests/y-v0",
+        "seed": 5,
+        "utd": 0.25,
+        "critic": "td",
+        "reference_episodes": 100,
+        "reference_epsilon": 0.001,
+    }
     # no --out: the dataset id is made from the env and the policy
     options = command._collect_options(collect_parser().parse_args(["CartPole-v1", "--steps", "3"]))
     assert options["out"] == "offline_gitd/CartPole-v1/behaviour-v0"

@@ -156,8 +156,10 @@ def test_it_writes_the_python_loops_files_by_the_same_rules(runs: dict, seeds: s
 
 def test_the_loop_leaves_python_runs_hashes_and_method_configs_as_they_were() -> None:
     """Hashes and method descriptions of Python-loop runs computed before ``loop`` existed."""
-    default = OnlineConfig(algo="dqn", env="CartPole-v1", critic="td", out="x").resolve("gym")
-    tiny = OnlineConfig(algo="dqn", env="CartPole-v1", critic="gitd", K=3, T=20, mlp_hidden="16", out="x")
+    default = OnlineConfig(algo="dqn", env="CartPole-v1", critic="td", out="x", loop="python").resolve("gym")
+    tiny = OnlineConfig(
+        algo="dqn", env="CartPole-v1", critic="gitd", K=3, T=20, mlp_hidden="16", out="x", loop="python"
+    )
     tiny = tiny.resolve("gym")
     assert (default.config_hash(), default.method_config("gym")) == ("53f8979d134adce1", "defaults")
     assert (tiny.config_hash(), tiny.method_config("gym")) == ("9d13f0495055bad3", "T=20 mlp_hidden=16")
@@ -172,7 +174,7 @@ def test_the_command_line_knows_the_envs_the_compiled_loop_has(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["online", "dqn", "--help"])
     dqn = " ".join(capsys.readouterr().out.split())
-    assert "--loop {python,compiled}" in dqn and "envs written in JAX (CartPole-v1, MinAtar/Breakout-v1)" in dqn
+    assert "--loop {auto,python,compiled}" in dqn and f"envs written in JAX ({', '.join(JAX_ENV_IDS)})" in dqn
     assert "--loop compiled --steps 50000" in dqn
     with pytest.raises(SystemExit):
         main(["online", "sac", "--help"])
@@ -246,7 +248,7 @@ def test_a_non_finite_loss_stops_the_run_at_its_window_and_keeps_the_checkpoint(
     [
         (
             ["dqn", "--env", "LunarLander-v3"],
-            "--loop compiled needs an env written in JAX (CartPole-v1, MinAtar/Breakout-v1); got",
+            f"--loop compiled needs an env written in JAX ({', '.join(JAX_ENV_IDS)}); got",
         ),
         (["sac", "--env", "Pendulum-v1"], "--loop compiled runs online dqn only, not online sac"),
         (["dqn", "--env", "CartPole-v1", "--per"], "--loop compiled does not support --per"),
