@@ -17,8 +17,24 @@ from offline_gitd.errors import UsageError
 from offline_gitd.xla_start import prepare_xla
 
 # A JAX or XLA message can run to pages: the one line keeps the head of an unexpected error's
-# message (--debug shows all); our own UsageError messages are kept whole.
+# message (--debug shows all); our own UsageError messages are kept whole, but for the names they
+# quote: a name longer than NAME_CHARS (a board's method may be 20 kB) is cut in its middle, its
+# length said (docs/leaderboard.md#any-name-renders).
 MAX_MESSAGE_CHARS = 400
+NAME_CHARS = 200
+
+
+def short_names(text: str, limit: int = NAME_CHARS) -> str:
+    """``text`` with every run of more than ``limit`` non-blank characters cut in its middle."""
+    import re
+
+    def cut(match: re.Match[str]) -> str:
+        word = match.group(0)
+        marker = f"...({len(word)} chars)..."
+        keep = (limit - len(marker)) // 2
+        return word[:keep] + marker + word[-keep:]
+
+    return re.sub(rf"\S{{{limit + 1},}}", cut, text)
 
 
 def one_line(text: str, limit: int | None = None) -> str:
@@ -62,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         if debug:
             raise
-        print(f"offline_gitd: error: {one_line(str(err))}", file=sys.stderr)
+        print(f"offline_gitd: error: {one_line(short_names(str(err)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:  # a run's handler adds how to resume it
         print(f"offline_gitd: {str(err) or 'interrupted'}", file=sys.stderr)

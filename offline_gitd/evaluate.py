@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 EXAMPLES = """examples:
-  offline_gitd evaluate runs/ll-gitd                          (latest checkpoint, every seed, 10 episodes)
+  offline_gitd evaluate runs/ll-gitd                          (latest checkpoint, every seed, as the run evaluated it)
   offline_gitd evaluate runs/ll-gitd --epoch 5 --seed 0 --episodes 100
   offline_gitd evaluate runs/cartpole --seed 1 --video cartpole.mp4
 """
@@ -23,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Restore a run's checkpoint and play its greedy policy with the run's own evaluation protocol "
             "(Atari: epsilon 0.001, sticky actions); prints the mean +- std of the returns per seed. "
+            "By default an offline run's checkpoint is evaluated with the episodes and evaluation seed its "
+            "training loop used (metrics.csv's eval_seed), so it prints the return the loop logged. "
             "Python: offline_gitd.load_run(RUN_DIR).evaluate(...)."
         ),
         epilog=EXAMPLES,
@@ -33,8 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--epoch", type=int, default=None, help="checkpoint: epoch (train) or env step (online); default the latest"
     )
     parser.add_argument("--seed", type=int, default=None, help="training seed to evaluate (default: every seed)")
-    parser.add_argument("--episodes", type=int, default=10, help="evaluation episodes per seed (default 10)")
-    parser.add_argument("--eval-seed", type=int, default=0, help="seed of the evaluation episodes (default 0)")
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="evaluation episodes per seed (default: an offline run's --eval-episodes, else 10)",
+    )
+    parser.add_argument(
+        "--eval-seed",
+        type=int,
+        default=None,
+        help="seed of the evaluation episodes (default: the seed the offline loop used at that epoch, else 0)",
+    )
     parser.add_argument("--video", default=None, metavar="FILE", help="film one more episode to FILE (.mp4 or .avi)")
     parser.set_defaults(func=_evaluate)
 
@@ -44,7 +56,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from offline_gitd.errors import UsageError
     from offline_gitd.trained import load_run
 
-    if args.episodes < 1:
+    if args.episodes is not None and args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     video = Path(args.video) if args.video else None
     if video is not None:
@@ -54,20 +66,23 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.seed is not None and args.seed not in run.seeds:
         raise UsageError(f"seed {args.seed} is not in {run.path} (its seeds: {', '.join(map(str, run.seeds))})")
     checkpoint = args.epoch if args.epoch is not None else (run.checkpoints() or [None])[-1]
+    if checkpoint is None:
+        raise UsageError(f"{run.path} holds no checkpoint yet")
     unit = "epoch" if run.kind == "offline" else "env step"
     means = []
     for seed in seeds:
+        episodes, eval_seed = run.evaluation_protocol(seed, checkpoint, args.episodes, args.eval_seed)
         returns = run.evaluate(
-            args.episodes,
+            episodes,
             seed,
             args.epoch,
-            eval_seed=args.eval_seed,
+            eval_seed=eval_seed,
             video=video if seed == seeds[0] else None,
         )
         means.append(float(returns.mean()))
         print(
             f"seed {seed} at {unit} {checkpoint}: return {returns.mean():.2f} +- {returns.std():.2f} "
-            f"over {len(returns)} episode(s)"
+            f"over {len(returns)} episode(s), evaluation seed {eval_seed}"
         )
     if len(seeds) > 1:
         print(f"mean over {len(seeds)} seeds: {sum(means) / len(means):.2f}")

@@ -5,7 +5,7 @@
     >>> run.metrics.groupby("step").eval_return.mean()      # metrics.csv as a DataFrame
     >>> act = run.policy(seed=0)                            # latest checkpoint, greedy
     >>> act(env.reset()[0])                                 # one observation -> one action
-    >>> run.evaluate(episodes=10, seed=0)                   # returns of 10 evaluation episodes
+    >>> run.evaluate(seed=0)                                # the returns the loop logged (offline)
 
 Everything is rebuilt from the run directory alone (docs/architecture.md#runs-are-self-contained): the resolved config says which
 learner family to build, the checkpoint holds every seed's training state, and the same env
@@ -200,27 +200,81 @@ class Run:
 
     def evaluate(
         self,
-        episodes: int = 10,
+        episodes: int | None = None,
         seed: int | None = None,
         epoch: int | None = None,
         *,
-        eval_seed: int = 0,
+        eval_seed: int | None = None,
         video: str | Path | None = None,
     ) -> np.ndarray:
         """Returns of ``episodes`` evaluation episodes of training seed ``seed`` (default: the
         first) at checkpoint ``epoch`` (default: the latest); ``video`` also films one more episode
-        (seeded by ``eval_seed``) to that file."""
+        (seeded by ``eval_seed``) to that file.
+
+        The defaults are the training loop's own evaluation (docs/runs.md#evaluating-a-trained-agent):
+        for an offline run, its ``--eval-episodes`` and the evaluation seed it used after that epoch
+        (``metrics.csv``'s ``eval_seed``), played by the loop's own function (:meth:`_loop_evaluation`),
+        so the returns are those it logged, bit for bit on the same machine. An online run logs its training episodes, not an evaluation: there the
+        defaults are 10 episodes and evaluation seed 0."""
         from offline_gitd.envs.make import evaluate
         from offline_gitd.envs.video import record_episode
 
         agent = self.agent(epoch)
         seed = self.seeds[0] if seed is None else seed
-        policy = agent.batch_policy(seed)
-        returns = evaluate(policy, lambda: agent.make_env(eval_seed), episodes, eval_seed, agent.epsilon)
+        policy = agent.batch_policy(seed)  # refuses a seed the run does not have
+        if self.kind == "offline" and episodes is None and eval_seed is None and self.config.eval_episodes:
+            returns = self._loop_evaluation(agent)[agent.seeds.index(seed)]
+            episodes, eval_seed = self.evaluation_protocol(seed, agent.checkpoint)
+        else:
+            episodes, eval_seed = self.evaluation_protocol(seed, agent.checkpoint, episodes, eval_seed)
+            returns = evaluate(policy, lambda: agent.make_env(eval_seed), episodes, eval_seed, agent.epsilon)
         if video is not None:
             env = agent.make_env(eval_seed, render_mode="rgb_array")
             record_episode(policy, env, Path(video), seed=eval_seed, epsilon=agent.epsilon)
         return returns
+
+    def _loop_evaluation(self, agent: Agent) -> list[np.ndarray]:
+        """Every seed's returns of the offline loop's evaluation at ``agent``'s checkpoint, computed
+        by the loop's own function on the same program (all seeds' states vmapped, one call per
+        env step): a seed's policy alone is another XLA program (a vmapped convolution is a grouped
+        one), whose last bits may differ. Cached per checkpoint: ``evaluate`` of each seed in turn
+        plays the episodes once."""
+        cache = self.__dict__.setdefault("_loop_evaluations", {})
+        if agent.checkpoint not in cache:
+            import types
+
+            import jax
+
+            from offline_gitd.offline.loop import evaluate_seeds
+
+            data = types.SimpleNamespace(make_eval_env=agent.make_env)
+            act = jax.jit(jax.vmap(agent.family.act))
+            cache[agent.checkpoint] = evaluate_seeds(
+                self.config, data, agent.family, act, agent.state, list(agent.seeds), agent.checkpoint
+            )
+        return cache[agent.checkpoint]
+
+    def evaluation_protocol(
+        self, seed: int, checkpoint: int, episodes: int | None = None, eval_seed: int | None = None
+    ) -> tuple[int, int]:
+        """``(episodes, eval_seed)`` for evaluating ``seed`` at ``checkpoint``: those given, else the
+        training loop's (see :meth:`evaluate`). An offline run's seed is read from ``metrics.csv``
+        where that row has one (runs of older versions do not) and recomputed otherwise: the loop's
+        seed is a function of (seed, epoch) alone (``offline_gitd.offline.loop.evaluation_seed``)."""
+        if self.kind != "offline":
+            return (10 if episodes is None else episodes), (0 if eval_seed is None else eval_seed)
+        if episodes is None:
+            episodes = self.config.eval_episodes or 10  # a run that never evaluated: 10, as online
+        if eval_seed is None:
+            from offline_gitd.offline.loop import evaluation_seed
+
+            eval_seed = evaluation_seed(seed, checkpoint)
+            metrics = self.metrics
+            if "eval_seed" in metrics.columns:
+                logged = metrics[(metrics["seed"] == seed) & (metrics["epoch"] == checkpoint)]["eval_seed"].dropna()
+                if len(logged):
+                    eval_seed = int(logged.iloc[-1])
+        return episodes, eval_seed
 
 
 def load_run(path: str | Path) -> Run:

@@ -205,6 +205,13 @@ CASES: list[tuple[list[str], str]] = [
     ([*SAC, "--preset", "strong"], "--preset strong is the strong DQN baseline"),
     ([*SAC, "--tau", "2"], "tau must be in (0, 1]"),
     ([*SAC, "--steps", "0"], "--steps must be >= 1"),
+    # a run that would make no update (docs/online.md#runs-that-would-not-train)
+    ([*SAC, "--steps", "3000"], "online sac would make no update: --steps 3000 does not exceed its 5000 initial"),
+    ([*ON, "--steps", "1000"], "online dqn would make no update: --steps 1000 does not exceed its 1000 initial"),
+    (
+        [*ON, "--steps", "1003", "--utd", "1/4"],
+        "by an update's 4 steps (--utd 1/4); its first update comes at step 1004",
+    ),
     (["online"], "the following arguments are required: ALGO"),
     (["online", "sac", "--env", "hopper-medium-v2", "--out", "D"], "is a D4RL id: its environment is Hopper-v5"),
     # mdp

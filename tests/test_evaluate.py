@@ -14,7 +14,7 @@ import pytest
 import offline_gitd
 from offline_gitd.cli import main
 from offline_gitd.leaderboard.reference import d4rl_reference, d4rl_scores
-from offline_gitd.offline.loop import _eval_stats
+from offline_gitd.offline.loop import _eval_stats, evaluation_seed
 from offline_gitd.offline.train import train
 from tests.minari_fixtures import record_random_dataset
 from tests.offline.test_offline import small_config
@@ -55,13 +55,45 @@ def test_load_run_reproduces_the_training_evaluation(run_dir) -> None:
     assert run.kind == "offline" and run.seeds == [0, 1] and run.checkpoints() == [1, 2]
     metrics = run.metrics
     assert isinstance(metrics, pd.DataFrame) and len(metrics) == 4
+    # the run records the evaluation seed of every (seed, epoch): docs/runs.md#evaluating-a-trained-agent
+    for row in metrics.itertuples():
+        assert row.eval_seed == evaluation_seed(row.seed, row.epoch)
+    assert evaluation_seed(0, 1) != evaluation_seed(0, 2) != evaluation_seed(1, 2)
     for seed in run.seeds:
-        # the training loop's evaluation seed of epoch 2 (offline/loop.py): same episodes, same returns
-        eval_seed = int(np.random.SeedSequence([seed, 2, 1]).generate_state(1)[0])
-        returns = run.evaluate(3, seed, 2, eval_seed=eval_seed)
+        for epoch in run.checkpoints():
+            logged = metrics[(metrics.seed == seed) & (metrics.epoch == epoch)].iloc[0]
+            # the defaults are the loop's evaluation (3 episodes, its seed): the logged return, bit for bit
+            returns = run.evaluate(seed=seed, epoch=epoch)
+            assert len(returns) == 3
+            assert float(np.mean(returns)) == logged.eval_return
+            assert float(np.std(returns)) == logged.eval_return_std
+
+
+def test_cli_defaults_print_the_logged_return_of_the_last_checkpoint(run_dir, capsys) -> None:
+    assert main(["evaluate", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    metrics = pd.read_csv(run_dir / "metrics.csv")
+    for seed in (0, 1):
         logged = metrics[(metrics.seed == seed) & (metrics.epoch == 2)].iloc[0]
-        assert returns.mean() == pytest.approx(logged.eval_return)
-        assert returns.std() == pytest.approx(logged.eval_return_std)
+        assert (
+            f"seed {seed} at epoch 2: return {logged.eval_return:.2f} +- {logged.eval_return_std:.2f} "
+            f"over 3 episode(s), evaluation seed {int(logged.eval_seed)}"
+        ) in out
+
+
+def test_an_older_run_without_the_column_evaluates_with_the_same_seed(run_dir, tmp_path) -> None:
+    """Runs written before ``eval_seed`` was logged: the seed is recomputed, the same function."""
+    import shutil
+
+    copy = tmp_path / "old"
+    shutil.copytree(run_dir, copy)
+    metrics = pd.read_csv(copy / "metrics.csv").drop(columns=["eval_seed"])
+    metrics.to_csv(copy / "metrics.csv", index=False)
+    run = offline_gitd.load_run(copy)
+    assert run.evaluation_protocol(1, 2) == (3, evaluation_seed(1, 2))
+    assert (
+        float(np.mean(run.evaluate(seed=1))) == metrics[(metrics.seed == 1) & (metrics.epoch == 2)].eval_return.iloc[0]
+    )
 
 
 def test_policy_is_a_callable_of_one_observation(run_dir) -> None:
@@ -126,3 +158,21 @@ def test_eval_stats_log_std_and_d4rl_score() -> None:
     )
     assert d4rl_reference("gym", "CartPole-v1") is None
     assert set(_eval_stats(np.array([1.0]), None)) == {"eval_return", "eval_return_std"}
+
+
+def test_continuous_actions_reproduce_the_logged_return_exactly(tmp_path, monkeypatch, capsys) -> None:
+    """Pendulum's returns are sums of real-valued rewards, so a changed action anywhere changes
+    them: the default ``evaluate`` of the last checkpoint equals metrics.csv to the last bit."""
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    record_random_dataset("tests/pendulum/eval-v0", "Pendulum-v1", steps=400)
+    run_dir = tmp_path / "run"
+    cfg = small_config(
+        "minari:tests/pendulum/eval-v0", run_dir, algo="td3bc", critic="td", K=1, steps_per_epoch=30, eval_episodes=2
+    )
+    train(cfg, progress=False)
+    run = offline_gitd.load_run(run_dir)
+    metrics = run.metrics
+    for seed in run.seeds:
+        logged = metrics[(metrics.seed == seed) & (metrics.epoch == 2)].iloc[0]
+        returns = run.evaluate(seed=seed)
+        assert float(np.mean(returns)) == logged.eval_return and logged.eval_return != round(logged.eval_return)

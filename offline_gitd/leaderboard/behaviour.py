@@ -170,8 +170,9 @@ def _read_curve(path: Path) -> tuple[tuple[int, ...], tuple[int, ...], tuple[flo
     return tuple(steps), tuple(episodes), tuple(returns)
 
 
-def read_curves(board: Path, envs: Sequence[str] = ()) -> list[BehaviourCurve]:
-    """The curves in ``behaviour/`` beside ``board`` (none when it has no such folder), each with
+def read_curves(board: Path, envs: Sequence[str] = (), folder: Path | None = None) -> list[BehaviourCurve]:
+    """The curves in ``behaviour/`` beside ``board``, or in ``folder`` (``plot --behaviour DIR``:
+    an online board draws the curves another board keeps; none when there is no such folder), each with
     its dataset, env and random return from the board's references file
     (:mod:`~offline_gitd.leaderboard.board_references`), which names each env's dataset.
 
@@ -180,7 +181,7 @@ def read_curves(board: Path, envs: Sequence[str] = ()) -> list[BehaviourCurve]:
     of it, as in ``offline_gitd-minatar-breakout-dqn-replay-1m-v0``), enough for the title and
     Young & Tian's points; it has no env and no random line. ``envs``: ``--env`` patterns; a curve
     is kept when its env, or without one its file name, matches one (empty: all)."""
-    folder = board.parent / BEHAVIOUR_DIR
+    folder = board.parent / BEHAVIOUR_DIR if folder is None else folder
     if not folder.is_dir():
         return []
     by_file = {

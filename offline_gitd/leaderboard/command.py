@@ -156,6 +156,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     submit.add_argument(
         "--allow-new-env", action="store_true", help="accept envs not in the registry of known envs of their suite"
     )
+    submit.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="pool rows of another protocol (online vs offline), suite or major version than the board's "
+        "(refused by default: a board compares like with like)",
+    )
     submit.set_defaults(func=run_submit)
 
     show = commands.add_parser(
@@ -173,6 +179,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_analysis_options(show)
     show.add_argument("--format", choices=FORMATS, default="table", help="output format (default %(default)s)")
+    show.add_argument(
+        "--per-env-auc",
+        action="store_true",
+        help="also the per-env AUC table: each run's mean raw return over its logged steps, mean over seeds with "
+        "its 95%% CI, tested against the baseline with Holm and BH adjustments (learning speed, as online boards "
+        "report it)",
+    )
     show.set_defaults(func=run_show)
 
     plot = commands.add_parser(
@@ -205,7 +218,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--per-env",
         choices=("score", "return"),
         default="score",
-        help="per-env panels in normalised scores or raw returns (default score)",
+        help="per-env panels in normalised scores or raw returns; in raw returns each panel also draws the "
+        "env's uniform-random return (the board's references file), Young & Tian's DQN (MinAtar) and the "
+        "behaviour agent's curve where there is one (default score)",
+    )
+    plot.add_argument(
+        "--behaviour",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="behaviour agents' curves (DATASET-ID.csv, as a sweep keeps them) to draw, e.g. another board's "
+        "behaviour/ folder for an online board (default: the board's own behaviour/ folder, if any)",
     )
     plot.set_defaults(func=run_plot)
 
@@ -265,7 +288,7 @@ def run_submit(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.submit import submit
 
     require_file_target(args.board, "--board")
-    report = submit(args.run_dirs, args.board, args.allow_new_env)
+    report = submit(args.run_dirs, args.board, args.allow_new_env, allow_mixed=args.allow_mixed)
     if not any(report.added.values()) and report.already:
         print(f"nothing to add: all {report.already} row(s) are already on {report.board}, which is unchanged")
         return 0
@@ -291,6 +314,7 @@ def run_show(args: argparse.Namespace) -> int:
             args.envs,
             args.methods,
             args.keep_flagged_envs,
+            args.per_env_auc,
         )
     )
     print(f"(from board {args.board})", file=sys.stderr)
@@ -316,15 +340,23 @@ def _analyse(args: argparse.Namespace, **figure_options: object) -> Analysis:
 
 
 def run_plot(args: argparse.Namespace) -> int:
+    from offline_gitd.errors import UsageError
     from offline_gitd.leaderboard.behaviour import read_curves
+    from offline_gitd.leaderboard.board_references import read_references
     from offline_gitd.leaderboard.plot import write_figures
 
+    if args.behaviour is not None and not args.behaviour.is_dir():
+        raise UsageError(f"--behaviour {args.behaviour}: not a directory")
+    randoms = {
+        env: ref.ref_min_score for (_, env), ref in read_references(args.board).items() if ref.ref_min_score is not None
+    }
     options = {
         "methods": args.draw_methods,
         "per_env": args.per_env,
         "fmt": args.format,
         "dpi": args.dpi,
-        "behaviour": read_curves(args.board, args.envs),
+        "behaviour": read_curves(args.board, args.envs, args.behaviour),
+        "randoms": randoms,
     }
     analysis = _analyse(args, **options)
     for path in write_figures(analysis.figures, args.out, analysis.figure_data):

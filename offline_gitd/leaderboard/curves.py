@@ -21,14 +21,17 @@ pixels, and so that the figures and the table provably show the same estimates:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard import bootstrap
+from offline_gitd.leaderboard.behaviour import BehaviourCurve, points_in_range
 from offline_gitd.leaderboard.normalise import final_scores
+from offline_gitd.leaderboard.reference import PublishedPoint, minatar_dqn_curve
 from offline_gitd.leaderboard.stats import MethodSummary, Normaliser, normaliser_of, run_matrix
 
 if TYPE_CHECKING:
@@ -332,3 +335,50 @@ def profile_data(
             "high": band_high.tolist(),
         }
     return {"methods": list(methods), "tau": taus.tolist(), "profiles": profiles}
+
+
+def per_env_references(
+    envs: Mapping[str, Mapping[str, Mapping[str, list[float]]]],
+    randoms: Mapping[str, float],
+    behaviour: Sequence[BehaviourCurve] = (),
+    published: Mapping[str, Sequence[PublishedPoint]] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """What each raw-return panel of the per-env figure draws beside the methods: the uniform-random
+    return (``randoms``: the board's references file), Young & Tian's DQN (``published``, their
+    points by default) and the behaviour agent's training curve, which is an online DQN at one
+    update per env step (docs/leaderboard.md#online-boards).
+
+    ``envs`` is :func:`per_env_data`'s ``envs``. A published point or a behaviour window beyond the
+    last step the env's methods logged is left out, as the behaviour figure leaves out points the
+    run does not reach (:func:`~offline_gitd.leaderboard.behaviour.points_in_range`): the panel's
+    axis stays the board's. The behaviour curve's windows are smoothed the way the methods'
+    curves are (:func:`centred_smooth`), windows without an episode left out first."""
+    published = minatar_dqn_curve() if published is None else published
+    curves = {curve.env: curve for curve in behaviour if curve.env}
+    out: dict[str, dict[str, Any]] = {}
+    for env, methods in envs.items():
+        last = max((max(curve["step"], default=0) for curve in methods.values()), default=0)
+        points = points_in_range(published.get(env, ()), last)
+        entry: dict[str, Any] = {
+            "random": randoms.get(env),
+            "published": {"step": [p.env_steps for p in points], "value": [p.value for p in points]},
+            "sources": sorted({p.source for p in points}),
+            "behaviour": None,
+        }
+        curve = curves.get(env)
+        if curve is not None:
+            kept = [
+                (step, value)
+                for step, value in zip(curve.env_step, curve.mean_return)
+                if step <= last and math.isfinite(value)
+            ]
+            if kept:
+                steps, values = zip(*kept)
+                entry["behaviour"] = {
+                    "name": curve.name,
+                    "step": list(steps),
+                    "value": centred_smooth(np.asarray(values)).tolist(),
+                }
+        if entry["random"] is not None or points or entry["behaviour"] is not None:
+            out[env] = entry
+    return out

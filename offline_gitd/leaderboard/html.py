@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offline_gitd.leaderboard.show import family_note, records, summary_digits
+from offline_gitd.leaderboard.schema import shorten
+from offline_gitd.leaderboard.show import NAME_LIMIT, NOTE_LIMIT, family_note, records, short_words, summary_digits
 from offline_gitd.leaderboard.stats import MethodSummary
 from offline_gitd.version import __version__
 
@@ -99,7 +100,16 @@ def _cell(record: Mapping[str, object], key: str, digits: Mapping[str, int]) -> 
         d = digits.get(key, 2)  # as leaderboard show prints them (show.summary_digits)
         interval = f' <span class="ci">[{record[key + "_low"]:.{d}f}, {record[key + "_high"]:.{d}f}]</span>'
         return f'<td data-value="{float(value)!r}">{value:.{d}f}{interval}</td>'
-    return f'<td data-value="{html.escape(str(value))}">{html.escape(str(value))}</td>'
+    return f'<td data-value="{html.escape(str(value))}">{name_html(str(value))}</td>'
+
+
+def name_html(text: str) -> str:
+    """A name as HTML: escaped, and a long one shortened (the page stays readable) with the whole
+    name in its tooltip (docs/leaderboard.md#any-name-renders)."""
+    short = shorten(text, NAME_LIMIT)
+    if short == text:
+        return html.escape(text)
+    return f'<span title="{html.escape(text)}">{html.escape(short)}</span>'
 
 
 def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) -> str:
@@ -126,13 +136,13 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
                 "<td>&ndash;</td>" if p is None else f"<td>{p:.3f}</td>" for p in (line.p_holm, line.p_bh)
             )
             rows.append(
-                f"<tr><td>{html.escape(env)}{mark}</td><td>{html.escape(line.method)}</td>"
+                f"<tr><td>{name_html(env)}{mark}</td><td>{name_html(line.method)}</td>"
                 f"<td>{line.mean.value:.4g}{ci}</td><td>{improvement}</td><td>{test}</td>{adjusted}"
                 f"<td>{line.seeds} &times; {episodes}</td></tr>"
             )
         for kind, value, source in refs.get(env, []):
             rows.append(
-                f'<tr class="reference"><td>{html.escape(env)}</td><td>{html.escape(kind)}</td>'
+                f'<tr class="reference"><td>{name_html(env)}</td><td>{html.escape(kind)}</td>'
                 f'<td>{value:.4g}</td><td colspan="5" class="ci">{html.escape(source)}</td></tr>'
             )
     head = "".join(
@@ -141,7 +151,7 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
             "Env",
             "Method",
             "Mean final return [95% CI]",
-            f"P(> {baseline})",
+            f"P(> {shorten(baseline, NAME_LIMIT)})",
             "p (permutation)",
             "p Holm",
             "p BH",
@@ -173,8 +183,10 @@ def _aggregates_section(loaded: Loaded) -> str:
             else f"<td>{point[0]:.3f}</td><td>{point[1]:.3f}</td>"
             for item in found
         )
-        rows.append(f"<tr><td>{html.escape(method)}</td>{cells}</tr>")
-    flips = "".join(f"<li>warning: {html.escape(line)}</li>" for line in loaded.order_flips())
+        rows.append(f"<tr><td>{name_html(method)}</td>{cells}</tr>")
+    flips = "".join(
+        f"<li>warning: {html.escape(shorten(short_words(line), NOTE_LIMIT))}</li>" for line in loaded.order_flips()
+    )
     return f"""<h2>The aggregate under each normaliser</h2>
 <p>Point estimates over the envs each normaliser can score. The pooled IQM keeps different games
 for different methods under different scales, so two methods can change order.</p>
@@ -212,7 +224,7 @@ def render_page(
     facts = "\n".join(f"<dt>{html.escape(key)}</dt><dd>{html.escape(value)}</dd>" for key, value in provenance.items())
     details = ""
     if loaded is not None:
-        notes = "\n".join(f"<li>{html.escape(note)}</li>" for note in loaded.notes())
+        notes = "\n".join(f"<li>{html.escape(shorten(short_words(note), NOTE_LIMIT))}</li>" for note in loaded.notes())
         details = f"""<h2>Normalisation per env</h2>
 <ul id="normalisation">
 {notes}
@@ -225,7 +237,7 @@ resampled) and the p-value of a two-sided unpaired permutation test of equal mea
 split of the pooled seeds; monte-carlo: 20,000 random splits). Each figure rests on seeds &times;
 evaluation episodes per seed. A flagged env (*) is not in the aggregate.</p>
 {_per_env_table(per_env, loaded, baseline)}
-<p id="adjustment">{html.escape(family_note(per_env, baseline))}.</p>"""
+<p id="adjustment">{html.escape(shorten(short_words(family_note(per_env, baseline)), NOTE_LIMIT))}.</p>"""
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -236,7 +248,7 @@ evaluation episodes per seed. A flagged env (*) is not in the aggregate.</p>
 </head>
 <body>
 <h1>offline_gitd leaderboard</h1>
-<p>Scores are {html.escape(how)}-normalised; baseline <code>{html.escape(baseline)}</code>.
+<p>Scores are {html.escape(how)}-normalised; baseline <code>{name_html(baseline)}</code>.
 IQM over all runs &times; envs with 95% stratified bootstrap intervals in brackets (where an env is
 normalised by the baseline, the baseline's runs are resampled too); a run's final
 score is its return at its last logged step; AUC is the sum of a run's normalised scores over its

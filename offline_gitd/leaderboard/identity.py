@@ -61,8 +61,9 @@ def pooling_warnings(frame: pd.DataFrame) -> list[str]:
                 f"config {config_hash} ({what}) pools rows trained on {len(digests)} data digests "
                 f"({', '.join(map(_short, digests))}): {why}; its statistics mix them"
             )
-        runs = rows.groupby("seed")["run_id"].nunique()
-        repeated = [int(seed) for seed, count in runs.items() if count > 1]
+        # a seed is one run per method and env: the same config on two envs is two runs by design
+        runs = rows.groupby(["method", "env", "seed"])["run_id"].nunique()
+        repeated = sorted({int(seed) for (_, _, seed), count in runs.items() if count > 1})
         if repeated:
             devices = sorted({device or "not recorded" for device in rows["device"]})
             repeats.append((str(config_hash), what, repeated, int(runs.max()), devices))

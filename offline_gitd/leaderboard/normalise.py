@@ -85,11 +85,13 @@ def method_keys(frame: pd.DataFrame) -> pd.Series:
 def filter_rows(frame: pd.DataFrame, envs: Sequence[str], methods: Sequence[str], keep: str | None) -> pd.DataFrame:
     """Rows whose env matches one of ``envs`` and whose method one of ``methods`` (shell-style
     patterns; a method pattern matches its full key or its ``algorithm:critic``); empty
-    sequences keep everything, and the method ``keep`` (the baseline) is always kept."""
+    sequences keep everything, and the method ``keep`` (the baseline) is always kept. A pattern
+    equal to a value matches it too: a full key's `` [method_config]`` would otherwise read as a
+    character class (``dqn:td [loop=compiled]``)."""
     from fnmatch import fnmatchcase
 
     def matches(value: str, patterns: Sequence[str]) -> bool:
-        return any(fnmatchcase(value, pattern) for pattern in patterns)
+        return any(value == pattern or fnmatchcase(value, pattern) for pattern in patterns)
 
     kept = frame
     if envs:

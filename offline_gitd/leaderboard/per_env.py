@@ -57,6 +57,7 @@ class EnvLine:
     flagged: bool = False
     p_holm: float | None = None  # p_value adjusted over every test of the table (adjusted_tests)
     p_bh: float | None = None
+    points: str | None = None  # AUC lines: the logged steps per run ("100", or "90-100" where they differ)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,10 +109,33 @@ def reference_lines(normalisers: Mapping[str, EnvNormaliser]) -> list[ReferenceL
     return lines
 
 
+VALUES = ("final", "auc")
+
+
+def run_values(scored: pd.DataFrame, value: str = "final") -> pd.DataFrame:
+    """One row per run, its ``return`` the run's value: its final return (``final``), or its AUC
+    as a mean return over its logged steps (``auc``: the area under its learning curve divided by
+    the number of steps logged, so it stays on the return's scale and an env's runs compare when
+    they logged the same steps; the table says how many each logged)."""
+    finals = final_scores(scored)
+    if value == "final":
+        return finals
+    if value != "auc":
+        raise ValueError(f"unknown per-env value {value!r}; choose from {', '.join(VALUES)}")
+    grouped = scored.groupby("run")["return"]
+    return finals.assign(**{"return": finals["run"].map(grouped.mean()), "points": finals["run"].map(grouped.size())})
+
+
 def per_env_lines(
-    scored: pd.DataFrame, baseline: str, reps: int, seed: int, flagged: Mapping[str, str] | None = None
+    scored: pd.DataFrame,
+    baseline: str,
+    reps: int,
+    seed: int,
+    flagged: Mapping[str, str] | None = None,
+    value: str = "final",
 ) -> list[EnvLine]:
-    """Every (env, method) of ``scored``: raw final returns and the comparison with the baseline.
+    """Every (env, method) of ``scored``: raw final returns (or AUCs, ``value="auc"``:
+    :func:`run_values`) and the comparison with the baseline.
 
     The interval of a mean is the bootstrap's without a draw (:func:`~offline_gitd.leaderboard.
     bootstrap.mean_intervals`: every resample enumerated up to 11 seeds, a convolution beyond), so
@@ -119,7 +143,7 @@ def per_env_lines(
     """
     rng = np.random.default_rng(seed)
     split_seed = int(rng.integers(2**32))
-    finals = final_scores(scored)
+    finals = run_values(scored, value)
     lines = []
     samples: list[np.ndarray] = []
     for env in sorted(finals["env"].unique()):
@@ -149,6 +173,7 @@ def per_env_lines(
                     method=method,
                     seeds=len(x),
                     episodes=episodes_of(runs["method_config"], runs["suite"].iloc[0], runs["algorithm"].iloc[0]),
+                    points=_points(runs) if value == "auc" else None,
                     mean=Interval(float(x.mean()), math.nan, math.nan),
                     improvement=improvement,
                     p_value=p_value,
@@ -160,6 +185,12 @@ def per_env_lines(
     return adjusted_tests(
         [dataclasses.replace(line, mean=Interval(line.mean.value, *intervals[i])) for i, line in enumerate(lines)]
     )
+
+
+def _points(runs: pd.DataFrame) -> str:
+    """How many steps the runs logged: one number, or the range where they differ."""
+    low, high = int(runs["points"].min()), int(runs["points"].max())
+    return str(low) if low == high else f"{low}-{high}"
 
 
 def adjusted_tests(lines: Sequence[EnvLine]) -> list[EnvLine]:

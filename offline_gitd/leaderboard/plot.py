@@ -4,7 +4,8 @@
   95% stratified bootstrap band (its last point is the table's IQM final); right, each method's
   normalised IQM AUC with CI whiskers, the baseline at 1.
 - ``per_env``: one panel per env, the mean over seeds with a 95% band, in normalised scores or raw
-  returns (``--per-env return``).
+  returns (``--per-env return``); in raw returns beside the env's uniform-random return, Young &
+  Tian's DQN (MinAtar) and its behaviour agent's curve, where the board has them.
 - ``intervals``: median, IQM, mean and optimality gap of final scores with 95% CIs (rliable's
   standard summary).
 - ``profile``: performance profiles, the fraction of runs x envs above each score.
@@ -29,7 +30,7 @@ import functools
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +43,11 @@ from offline_gitd.leaderboard.curves import (
     final_matrices,
     intervals_data,
     per_env_data,
+    per_env_references,
     profile_data,
     select_methods,
 )
+from offline_gitd.leaderboard.schema import shorten
 from offline_gitd.leaderboard.stats import MethodSummary
 
 if TYPE_CHECKING:
@@ -67,10 +70,17 @@ _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 _BAND_ALPHA = 0.13
 
 
-def plain(label: str) -> str:
-    """``label`` as literal text for matplotlib: names come from results files, and a pair of
+# Longest name drawn whole (docs/leaderboard.md#any-name-renders): a longer one is cut in its middle
+# with its length said, so that no name can push a panel out of its figure; the figure's data
+# (``--data``) keeps it whole.
+NAME_LIMIT = 48
+
+
+def plain(label: str, limit: int = NAME_LIMIT) -> str:
+    """``label`` as literal text for matplotlib, one line of at most about ``limit`` characters
+    (:func:`~offline_gitd.leaderboard.schema.shorten`): names come from results files, and a pair of
     ``$`` would start mathtext (``$\\foo{$`` kills the render); an escaped ``\\$`` is drawn as ``$``."""
-    return label.replace("$", r"\$")
+    return shorten(label, limit).replace("$", r"\$")
 
 
 def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -91,7 +101,7 @@ def method_styles(methods: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 def _legend_columns(labels: Sequence[str], width_inches: float) -> int:
     """As many legend columns as fit the figure's width for the longest label."""
-    column = 0.075 * max(len(label) for label in labels) + 0.8  # small font, handle and padding
+    column = 0.075 * max(len(plain(label)) for label in labels) + 0.8  # small font, handle and padding
     return max(1, min(len(labels), int(width_inches // column)))
 
 
@@ -217,7 +227,7 @@ def _place(
 
 def _y_labels_width(names: Sequence[str]) -> float:
     """Width in inches of method names as y tick labels (small font) with their ticks."""
-    return _TICK + max(_text_width(name, "small") for name in names)
+    return _TICK + max(_text_width(plain(name), "small") for name in names)
 
 
 def _place_panels(figure: Figure, axes: Sequence[Any], rows: int, columns: int, below: float) -> None:
@@ -310,9 +320,12 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
     cells = figure.add_gridspec(rows, columns)
     axes = [figure.add_subplot(cells[index // columns, index % columns]) for index in range(len(envs))]
     ylabel = SCORE_LABEL[how] if data["value"] == "score" else "return (mean over seeds)"
+    references = data.get("references", {})
+    drawn: set[str] = set()
     for axis, env in zip(axes, envs):
         for method, curve in data["envs"][env].items():
             _draw_curve(axis, curve, styles[method])
+        drawn |= _draw_references(axis, references.get(env))
         if data["value"] == "score" and how == "baseline":
             axis.axhline(1.0, color="black", linestyle="--", linewidth=0.8, alpha=0.6)
         axis.set_title(plain(env), fontsize="medium")
@@ -331,10 +344,61 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
         y=1 - _PAD / figure.get_figheight(),
         va="top",
     )
-    _outside_legend(figure, styles)
-    _place_panels(figure, axes, rows, columns, _legend_height(figure, methods))
+    legend = {
+        **styles,
+        **{_REFERENCE_LABELS[kind]: _REFERENCE_STYLES[kind] for kind in _REFERENCE_STYLES if kind in drawn},
+    }
+    sources = sorted({source for env in envs for source in references.get(env, {}).get("sources", [])})
+    source_height = 0.0
+    if sources:
+        lines = _wrap("Young & Tian DQN: " + "; ".join(sources), "small", 0.92 * (figure.get_figwidth() - 2 * _PAD))
+        source_height = _lines(len(lines), "small") + _PAD
+        figure.set_figheight(figure.get_figheight() + source_height)
+        figure.text(
+            0.5,
+            _PAD / figure.get_figheight(),
+            "\n".join(plain(line) for line in lines),
+            ha="center",
+            va="bottom",
+            fontsize="small",
+        )
+    _outside_legend(figure, legend, above=source_height)
+    _place_panels(figure, axes, rows, columns, source_height + _legend_height(figure, list(legend)))
     _pin_titles(axes)
     return figure
+
+
+# The per-env figure's reference lines (raw returns only): black and grey, apart from the methods'
+# tab10 colours, each with its own line style or marker so they read in greyscale.
+_REFERENCE_STYLES: dict[str, dict[str, Any]] = {
+    "behaviour": {"color": "0.35", "linestyle": "-", "linewidth": 1.0, "marker": ""},
+    "published": {"color": "black", "linestyle": "none", "marker": "D", "markersize": 6},
+    "random": {"color": "black", "linestyle": ":", "linewidth": 1.0, "marker": ""},
+}
+_REFERENCE_LABELS = {
+    "behaviour": "behaviour agent (training return)",
+    "published": "Young & Tian DQN",
+    "random": "uniform random",
+}
+
+
+def _draw_references(axis: Any, reference: dict[str, Any] | None) -> set[str]:
+    """Draw one env's references (:func:`~offline_gitd.leaderboard.curves.per_env_references`) on
+    its panel; the kinds drawn, for the legend."""
+    if not reference:
+        return set()
+    drawn = set()
+    if reference["behaviour"] is not None:
+        curve = reference["behaviour"]
+        axis.plot(curve["step"], curve["value"], **_REFERENCE_STYLES["behaviour"])
+        drawn.add("behaviour")
+    if reference["published"]["step"]:
+        axis.plot(reference["published"]["step"], reference["published"]["value"], **_REFERENCE_STYLES["published"])
+        drawn.add("published")
+    if reference["random"] is not None:
+        axis.axhline(reference["random"], **_REFERENCE_STYLES["random"])
+        drawn.add("random")
+    return drawn
 
 
 def intervals_figure(data: dict[str, Any], how: str) -> Figure:
@@ -509,7 +573,7 @@ def behaviour_figure(data: dict[str, Any]) -> Figure:
         figure.text(
             0.5,
             _PAD / figure.get_figheight(),
-            "\n".join(plain(line) for line in source),
+            "\n".join(plain(line, limit=160) for line in source),
             ha="center",
             va="bottom",
             fontsize="small",
@@ -529,15 +593,23 @@ def figure_data(
     methods: Sequence[str] | None = None,
     per_env: str = "score",
     behaviour: Sequence[BehaviourCurve] = (),
+    randoms: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Figure name -> the data it is drawn from (see :mod:`~offline_gitd.leaderboard.curves`);
     ``behaviour`` as well when the board has behaviour curves
-    (:func:`~offline_gitd.leaderboard.behaviour.read_curves`)."""
+    (:func:`~offline_gitd.leaderboard.behaviour.read_curves`). Per-env panels in raw returns
+    (``per_env="return"``) also carry each env's references (:func:`per_env_references`:
+    ``randoms``, env -> the uniform-random return, Young & Tian's DQN and the behaviour curves);
+    in scores they carry none, since a reference line would have to be normalised per replication."""
     chosen = select_methods(scored, methods)
     finals = final_matrices(scored, chosen)
+    envs = per_env_data(scored, chosen, per_env, reps, seed)
+    references = per_env_references(envs["envs"], randoms or {}, behaviour) if per_env == "return" else {}
+    if references:
+        envs["references"] = references
     data = {
         "aggregate": aggregate_data(scored, summaries, chosen, reps, seed),
-        "per_env": per_env_data(scored, chosen, per_env, reps, seed),
+        "per_env": envs,
         "intervals": intervals_data(scored, chosen, how, reps, seed, finals),
         "profile": profile_data(scored, chosen, reps, seed, finals),
     }
@@ -580,9 +652,12 @@ def render_figures(
     fmt: str = "png",
     dpi: int = DEFAULT_DPI,
     behaviour: Sequence[BehaviourCurve] = (),
+    randoms: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
     """The figures' data (:func:`figure_data`) and file name -> bytes of every figure in ``fmt``."""
-    data = figure_data(scored, summaries, how, reps, seed, methods=methods, per_env=per_env, behaviour=behaviour)
+    data = figure_data(
+        scored, summaries, how, reps, seed, methods=methods, per_env=per_env, behaviour=behaviour, randoms=randoms
+    )
     figures = {f"{name}.{fmt}": figure_bytes(figure, fmt, dpi) for name, figure in draw(data, baseline, how).items()}
     return data, figures
 

@@ -220,6 +220,50 @@ class ResultRow:
         return (self.config_hash, self.data_sha256)
 
 
+# Algorithms whose rows are online runs' (``offline_gitd online dqn|sac``); every other algorithm
+# is an offline one (docs/leaderboard.md#one-board-one-kind-of-row).
+ONLINE_ALGORITHMS = frozenset({"dqn", "sac"})
+
+
+def row_kind(row: ResultRow) -> tuple[str, str, str]:
+    """(protocol, suite, major version) of a row: what one board holds one of. The protocol is
+    online or offline (by the algorithm: :data:`ONLINE_ALGORITHMS`); the major version is the
+    version's first number, or ``0.minor`` before 1.0 (where a minor version may change the package,
+    CHANGELOG.md); a version that is no dotted number is its own."""
+    return row_kind_of(row.algorithm, row.suite, row.package_version)
+
+
+def row_kind_of(algorithm: str, suite: str, package_version: str) -> tuple[str, str, str]:
+    """:func:`row_kind` from the three cells it reads."""
+    protocol = "online" if algorithm in ONLINE_ALGORITHMS else "offline"
+    parts = [part if part.isascii() and part.isdigit() else None for part in package_version.split(".")]
+    if parts[0] is not None and int(parts[0]) >= 1:
+        major = str(int(parts[0]))
+    elif parts[0] is not None and len(parts) > 1 and parts[1] is not None:
+        major = f"{int(parts[0])}.{int(parts[1])}"
+    else:
+        major = package_version
+    return protocol, suite, major
+
+
+def describe_kind(kind: tuple[str, str, str]) -> str:
+    """``an offline minari row of version 0.2`` (names shortened: they are data)."""
+    protocol, suite, major = kind
+    return f"an {protocol} {shorten(suite)} row of version {shorten(major)}.x"
+
+
+def shorten(name: str, limit: int = 60) -> str:
+    """A name as one line of at most about ``limit`` characters, for messages and figures: line ends
+    shown as ``\\n``, and a long name cut in its middle with its length said. The full name stays
+    in the data (docs/leaderboard.md#any-name-renders)."""
+    text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in name)
+    if len(text) <= limit:
+        return text
+    marker = f"...({len(name)} chars)..."
+    keep = max(1, (limit - len(marker)) // 2)
+    return f"{text[:keep]}{marker}{text[-keep:]}"
+
+
 def is_legacy(path: Path) -> bool:
     """Whether the CSV at ``path`` has the header of files written before ``method_config`` or
     before the :data:`MADE_BY` columns (a submit rewrites it once with :data:`COLUMNS`)."""

@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from offline_gitd.leaderboard.normalise import (
     to_frame,
     unstable_normalisers,
 )
-from offline_gitd.leaderboard.schema import SchemaError, read_rows
+from offline_gitd.leaderboard.schema import SchemaError, read_rows, row_kind_of, shorten
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,11 +73,17 @@ class Loaded:
     kept_flagged: bool
     lacking: tuple[str, ...] = ()  # envs without the chosen reference: not in the aggregate
     aggregates: tuple[Aggregate, ...] = ()  # the aggregate under every normaliser the board has
+    pooled: tuple[str, ...] = ()  # what the analysis pooled, by kind of row (schema.row_kind)
+    left_out: tuple[str, ...] = ()  # envs left out because the baseline never ran there
 
     def notes(self) -> list[str]:
-        """One line per env saying how it was normalised, one per env left out for lacking the
-        chosen reference, and one per flagged env."""
-        lines = [f"normalised: {item.describe()}" for item in self.normalisers.values()]
+        """What was pooled and left out, one line per env saying how it was normalised, one per env
+        left out for lacking the chosen reference, and one per flagged env."""
+        # one kind (the rule, docs/leaderboard.md#one-board-one-kind-of-row) goes without saying;
+        # JSON always says it
+        lines = [f"pooled: {', '.join(self.pooled)}"] if len(self.pooled) > 1 else []
+        lines += [f"left out: {reason}" for reason in self.left_out]
+        lines += [f"normalised: {item.describe()}" for item in self.normalisers.values()]
         kind = next(iter(self.normalisers.values())).kind if self.normalisers else self.how
         lines += [
             f"left out: {env} has no {kind} reference; not in the aggregate (one normaliser for every env)"
@@ -117,6 +124,8 @@ def load(
     warn_pooling(frame)
     key = resolve_baseline(frame, baseline)
     frame = filter_rows(frame, (), methods, key).reset_index(drop=True)
+    frame, left_out = _envs_of_the_baseline(frame, key)
+    pooled = _pooled(frame)
     references = read_references(board)
     kind = auto_kind(frame, references) if how == "auto" else how
     covered = coverage(frame, references).get(kind, [])
@@ -140,7 +149,7 @@ def load(
         scored = normalise(kept, how, key, normalisers={e: n for e, n in normalisers.items() if e not in flagged})
     else:
         scored = normalise(aggregated, how, key, normalisers=normalisers)
-    return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged, lacking, found)
+    return Loaded(frame, scored, key, how, normalisers, flagged, keep_flagged, lacking, found, pooled, left_out)
 
 
 def warn_pooling(frame: pd.DataFrame) -> None:
@@ -149,7 +158,40 @@ def warn_pooling(frame: pd.DataFrame) -> None:
     from offline_gitd.leaderboard.identity import pooling_warnings
 
     for line in pooling_warnings(frame):
-        print(f"offline_gitd: warning: {text_safe(line)}", file=sys.stderr, flush=True)
+        print(f"offline_gitd: warning: {safe_note('text', line)}", file=sys.stderr, flush=True)
+
+
+def _envs_of_the_baseline(frame: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The rows of the envs the baseline ran in, and a line per env left out: every comparison is
+    with the baseline, so an env it never ran in (an online run's env on an offline board pooled
+    with ``submit --allow-mixed``) has nothing to be compared against (docs/leaderboard.md#one-board-one-kind-of-row)."""
+    ran = set(frame.loc[frame["method"] == baseline, "env"])
+    missing = sorted(set(frame["env"]) - ran)
+    if not missing:
+        return frame, ()
+    reasons = []
+    for env in missing:
+        methods = sorted(set(frame.loc[frame["env"] == env, "method"]))
+        reasons.append(
+            f"env {shorten(env)} ({len(methods)} method(s): {', '.join(shorten(m) for m in methods[:3])}"
+            f"{', ...' if len(methods) > 3 else ''}): the baseline {shorten(baseline)} has no runs there"
+        )
+    return frame[frame["env"].isin(ran)].reset_index(drop=True), tuple(reasons)
+
+
+def _pooled(frame: pd.DataFrame) -> tuple[str, ...]:
+    """What the rows are, by kind (protocol, suite, major version: one board holds one kind
+    unless submitted with ``--allow-mixed``), e.g. ``200 offline minari rows of version 0.2.x``."""
+    from collections import Counter
+
+    counts = Counter(
+        row_kind_of(algorithm, suite, version)
+        for algorithm, suite, version in zip(frame["algorithm"], frame["suite"], frame["package_version"])
+    )
+    return tuple(
+        f"{count} {protocol} {shorten(suite)} row(s) of version {shorten(major)}.x"
+        for (protocol, suite, major), count in sorted(counts.items())
+    )
 
 
 def load_scored(
@@ -196,6 +238,9 @@ def records(summaries: Sequence[MethodSummary]) -> list[dict[str, object]]:
     return out
 
 
+# What the per-env AUC is (docs/leaderboard.md#per-env-table).
+AUC_MEANING = "the mean raw return over a run's logged steps (its learning curve's area divided by its length)"
+
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP "CSV injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -208,9 +253,19 @@ def csv_safe(value: object) -> object:
     return value
 
 
+# Longest name a table prints whole (docs/leaderboard.md#any-name-renders); CSV and JSON, the data,
+# keep every name whole.
+NAME_LIMIT = 80
+NOTE_LIMIT = 600
+
+
 def markdown_safe(text: str) -> str:
-    """One table cell: ``|`` escaped and line breaks as spaces, so a name cannot add columns or rows."""
-    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").splitlines())
+    """One table cell: ``|`` escaped and line breaks as spaces, so a name cannot add columns or
+    rows, ``$`` escaped, so a name cannot start a formula where Markdown renders them, and ``&``, ``<``
+    and ``>`` as HTML entities, so a name cannot add markup (Markdown passes HTML through: a
+    ``<script>`` tag would run in a rendered page)."""
+    cell = " ".join(text.replace("\\", "\\\\").replace("|", "\\|").replace("$", "\\$").splitlines())
+    return text_safe(cell).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def text_safe(text: str) -> str:
@@ -222,6 +277,26 @@ def text_safe(text: str) -> str:
 # Monte-Carlo standard error is about a tenth of the last digit (docs/leaderboard.md#monte-carlo-error);
 # scores in percent (D4RL, Minari) are 100 times larger and get two fewer.
 SUMMARY_DIGITS = 2
+
+
+def short_words(text: str, limit: int = NAME_LIMIT) -> str:
+    """``text`` with every run of more than ``limit`` non-blank characters (a long name inside a
+    sentence) cut in its middle, its length said (:func:`~offline_gitd.leaderboard.schema.shorten`)."""
+    return re.sub(rf"\S{{{limit + 1},}}", lambda match: shorten(match.group(0), limit), text)
+
+
+def safe_for(fmt: str, text: str, limit: int = NAME_LIMIT) -> str:
+    """A cell (a name, a number) as the table of ``fmt`` (text or markdown) prints it: on one line,
+    at most about ``limit`` characters (a longer one cut in its middle, its length said), escaped."""
+    if fmt == "markdown":
+        return markdown_safe(shorten(" ".join(text.splitlines()), limit))
+    return shorten(text_safe(text), limit)
+
+
+def safe_note(fmt: str, note: str) -> str:
+    """A note (a sentence naming envs and methods) as ``fmt`` prints it: each long name in it
+    shortened, and the whole line at most about :data:`NOTE_LIMIT` characters."""
+    return safe_for(fmt, short_words(note), NOTE_LIMIT)
 
 
 def summary_digits(loaded: Loaded | None) -> dict[str, int]:
@@ -245,9 +320,9 @@ def _table(titles: Sequence[str], lines: Sequence[Sequence[str]], fmt: str) -> s
     """Rows of cells as an aligned text table or a Markdown table (names made safe for each)."""
     if fmt == "markdown":
         out = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
-        out += ["| " + " | ".join(markdown_safe(text) for text in line) + " |" for line in lines]
+        out += ["| " + " | ".join(safe_for(fmt, text) for text in line) + " |" for line in lines]
         return "\n".join(out)
-    safe = [tuple(text_safe(text) for text in line) for line in lines]
+    safe = [tuple(safe_for(fmt, text) for text in line) for line in lines]
     widths = [max(len(text) for text in column) for column in zip(titles, *safe)]
     return "\n".join(
         "  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in [titles, *safe]
@@ -309,18 +384,22 @@ def per_env_records(lines: Sequence[EnvLine], references: Sequence[ReferenceLine
     return out
 
 
-def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine], baseline: str, fmt: str) -> str:
+def render_per_env(
+    lines: Sequence[EnvLine], references: Sequence[ReferenceLine], baseline: str, fmt: str, value: str = "final"
+) -> str:
     """The per-env table (text or Markdown): per env its methods, then its random and reference
-    returns; a flagged env is marked with ``*``."""
+    returns; a flagged env is marked with ``*``. ``value="auc"``: the AUC table
+    (:func:`~offline_gitd.leaderboard.per_env.run_values`), its last column the logged steps."""
+    auc = value == "auc"
     titles = (
         "env",
         "method",
-        "mean final return [95% CI]",
-        f"P(> {baseline}) [95% CI]",
+        "mean AUC [95% CI]" if auc else "mean final return [95% CI]",
+        f"P(> {safe_for(fmt, baseline)}) [95% CI]",
         "p (permutation)",
         "p Holm",
         "p BH",
-        "seeds x episodes",
+        "seeds x logged steps" if auc else "seeds x episodes",
     )
     refs: dict[str, list[ReferenceLine]] = {}
     for ref in references:
@@ -329,7 +408,7 @@ def render_per_env(lines: Sequence[EnvLine], references: Sequence[ReferenceLine]
     envs = sorted({line.env for line in lines})
     for env in envs:
         for line in (line for line in lines if line.env == env):
-            episodes = "?" if line.episodes is None else str(line.episodes)
+            episodes = line.points if auc and line.points else "?" if line.episodes is None else str(line.episodes)
             mean = f"{_number(line.mean.value)} [{_number(line.mean.low)}, {_number(line.mean.high)}]"
             test = "-" if line.p_value is None else f"{line.p_value:.3f} ({line.test})"
             improvement = "-" if line.method == baseline else _interval_text(line.improvement, 2)
@@ -391,10 +470,12 @@ def render(
     how: str,
     loaded: Loaded | None = None,
     per_env: Sequence[EnvLine] = (),
+    per_env_auc: Sequence[EnvLine] = (),
 ) -> str:
     """The summary as text in ``fmt``; table and markdown pair each estimate with its CI and, given
     the ``loaded`` board and its ``per_env`` lines, follow it with the normalisation of each env,
-    the flagged envs and the per-env table. CSV is the summary alone (one table)."""
+    the flagged envs and the per-env table, and the per-env AUC table where ``per_env_auc`` has
+    lines (``show --per-env-auc``). CSV is the summary alone (one table)."""
     from offline_gitd.leaderboard.per_env import reference_lines
 
     rows = records(summaries)
@@ -414,20 +495,40 @@ def render(
                 }
                 for env, item in loaded.normalisers.items()
             }
+            report["pooled"] = list(loaded.pooled)
+            report["left_out"] = list(loaded.left_out)
             report["per_env"] = per_env_records(per_env, references)
             report["per_env_test"] = "two-sided unpaired permutation test of equal mean final returns"
             report["per_env_adjustment"] = family_note(per_env, baseline)
-            report["left_out"] = list(loaded.lacking)  # envs without the chosen reference
+            if per_env_auc:
+                report["per_env_auc"] = per_env_records(per_env_auc, [])
+                report["per_env_auc_value"] = AUC_MEANING
+                report["per_env_auc_adjustment"] = family_note(per_env_auc, baseline)
+            report["no_reference"] = list(loaded.lacking)  # envs without the chosen reference: not aggregated
             report["normalisers"] = aggregate_records(loaded.aggregates)
             report["order_flips"] = loaded.order_flips()
         return json.dumps(report, indent=2)
     if fmt == "csv":
+        # Each record written with "\r\n" and its end turned back into "\n": the csv module quotes
+        # a cell only for its line terminator's characters, so with "\n" alone a carriage return
+        # in a name went out unquoted and split its row (as leaderboard.submit.encode_rows).
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=HEADER, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({name: csv_safe(value) for name, value in row.items()} for row in rows)
-        return buffer.getvalue().rstrip("\n")
-    titles = ("method", f"IQM final ({how})", "IQM AUC rel. baseline", f"P(> {baseline})", "envs", "seeds")
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        lines = []
+        for record in [list(HEADER), *([csv_safe(row[name]) for name in HEADER] for row in rows)]:
+            buffer.seek(0)
+            buffer.truncate()
+            writer.writerow(record)
+            lines.append(buffer.getvalue().removesuffix("\r\n"))
+        return "\n".join(lines)
+    titles = (
+        "method",
+        f"IQM final ({how})",
+        "IQM AUC rel. baseline",
+        f"P(> {safe_for(fmt, baseline)})",
+        "envs",
+        "seeds",
+    )
     digits = summary_digits(loaded)
     lines = [
         (
@@ -444,9 +545,7 @@ def render(
     if loaded is None:
         return out
     bullet = "- " if fmt == "markdown" else "  "
-    notes = "\n".join(
-        bullet + markdown_safe(note) if fmt == "markdown" else bullet + text_safe(note) for note in loaded.notes()
-    )
+    notes = "\n".join(bullet + safe_note(fmt, note) for note in loaded.notes())
     worst = max((s.undefined for s in summaries), default=0.0)
     if worst > 0:
         notes += (
@@ -477,6 +576,19 @@ def render(
             + "\n"
             + render_per_env(per_env, references, baseline, fmt),
         ]
+        + (
+            [
+                heading.format(
+                    f"Per env: AUC, {AUC_MEANING}, mean over seeds [95% bootstrap CI]; against the baseline, "
+                    "P(improvement) and a two-sided unpaired permutation test of equal means. "
+                    + family_note(per_env_auc, baseline)
+                )
+                + "\n"
+                + render_per_env(per_env_auc, [], baseline, fmt, "auc")
+            ]
+            if per_env_auc
+            else []
+        )
     )
 
 
@@ -490,12 +602,19 @@ def show(
     envs: Sequence[str] = (),
     methods: Sequence[str] = (),
     keep_flagged: bool = False,
+    auc_per_env: bool = False,
 ) -> str:
-    """Read, normalise and summarise a board (its chosen envs and methods); the rendered text."""
+    """Read, normalise and summarise a board (its chosen envs and methods); the rendered text.
+    ``auc_per_env``: the per-env AUC table too (an online board's second question: how fast)."""
     loaded = load(board, baseline, how, envs, methods, keep_flagged)
     from offline_gitd.leaderboard.per_env import per_env_lines
     from offline_gitd.leaderboard.stats import summarise
 
     summaries = summarise(loaded.scored, loaded.baseline, reps, seed)
     per_env = per_env_lines(loaded.everything, loaded.baseline, reps, seed, loaded.flagged)
-    return render(summaries, fmt, loaded.baseline, how, loaded, per_env)
+    per_env_auc = (
+        per_env_lines(loaded.everything, loaded.baseline, reps, seed, loaded.flagged, value="auc")
+        if auc_per_env
+        else []
+    )
+    return render(summaries, fmt, loaded.baseline, how, loaded, per_env, per_env_auc)

@@ -38,6 +38,8 @@ import csv
 import dataclasses
 import glob
 import io
+import json
+import math
 import os
 import re
 import socket
@@ -45,6 +47,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 
 from offline_gitd.durable import TEMP_SUFFIX, file_lock, replace_bytes, temp_prefix
@@ -60,7 +63,15 @@ from offline_gitd.leaderboard.board_references import (
 )
 from offline_gitd.leaderboard.reference import check_env
 from offline_gitd.leaderboard.repeats import describe_repeats, repeated_lines
-from offline_gitd.leaderboard.schema import COLUMNS, ResultRow, SchemaError, is_legacy, read_rows
+from offline_gitd.leaderboard.schema import (
+    COLUMNS,
+    ResultRow,
+    SchemaError,
+    describe_kind,
+    is_legacy,
+    read_rows,
+    row_kind,
+)
 
 RESULTS_FILE = "results.csv"
 # A temporary file older than this is stale whoever wrote it: a submit writes and renames its file
@@ -107,6 +118,31 @@ def duplicate_keys(row: ResultRow) -> tuple[tuple[object, ...], tuple[object, ..
     )
 
 
+def run_updates(run_dir: Path, last_step: int) -> int | None:
+    """The gradient updates an online run had made by env step ``last_step``, from its
+    ``config.json`` (none during its initial random samples, then ``utd`` per step: the online
+    loop's schedule, docs/online.md#runs-that-would-not-train); ``None`` for an offline run, whose
+    every row follows an epoch of updates, or where the record does not say."""
+    try:
+        record = json.loads((run_dir / "config.json").read_text())
+        config = record["config"]
+        initial, utd = int(config["initial_samples"]), Fraction(str(config.get("utd") or 1))
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return None
+    return math.floor(max(0, last_step - initial) * utd)
+
+
+def refuse_untrained(run_dir: Path, located: Sequence[Located]) -> None:
+    """A run that made no update is no result of its method (its returns are its random initial
+    policy's): refused, naming its last row."""
+    last = max(located, key=lambda item: item.row.step)
+    if run_updates(run_dir, last.row.step) == 0:
+        raise UsageError(
+            f"{last.where}: {run_dir} made no update by its last row (step {last.row.step} is within its "
+            "initial random samples): its returns are a random policy's, not a result of its method"
+        )
+
+
 def read_run(run_dir: Path, allow_new_env: bool) -> list[Located]:
     """A run directory's validated rows; unknown suites and envs are refused with their line.
 
@@ -130,12 +166,37 @@ def read_run(run_dir: Path, allow_new_env: bool) -> list[Located]:
         )
         dropped = set(repeats)
         located = [item for item in located if item.line not in dropped]
-    for item in located:
+    refuse_untrained(run_dir, located)
+    return located
+
+
+def check_envs(new_rows: Sequence[Located], board_rows: Sequence[Located], allow_new_env: bool) -> None:
+    """Refuse an unknown suite, and an env outside its suite's registry unless ``allow_new_env``
+    or the board already holds it: ``--allow-new-env`` adds an env to a board once, and the
+    board's own envs are known to it from then on (so submitting the same run again is a no-op)."""
+    on_board = {(item.row.suite, item.row.env) for item in board_rows}
+    for item in new_rows:
         try:
-            check_env(item.row.suite, item.row.env, allow_new_env)
+            check_env(item.row.suite, item.row.env, allow_new_env or (item.row.suite, item.row.env) in on_board)
         except UsageError as err:
             raise SchemaError(f"{item.where}: {err}") from None
-    return located
+
+
+def check_one_kind(board_rows: Sequence[Located], new_rows: Sequence[Located]) -> None:
+    """Refuse new rows of another kind than the board's (:func:`row_kind`: protocol, suite, major
+    version): a board compares like with like (docs/leaderboard.md#one-board-one-kind-of-row).
+    ``submit(..., allow_mixed=True)`` (``--allow-mixed``) pools them on purpose."""
+    first = board_rows[0] if board_rows else (new_rows[0] if new_rows else None)
+    if first is None:
+        return
+    kind = row_kind(first.row)
+    for item in new_rows:
+        other = row_kind(item.row)
+        if other != kind:
+            raise UsageError(
+                f"{item.where}: {describe_kind(other)}, where {first.where} is {describe_kind(kind)}: a board compares "
+                "one protocol, one suite and one major version (pass --allow-mixed to pool them anyway)"
+            )
 
 
 def check_new_rows(board_rows: Sequence[Located], new_rows: Sequence[Located]) -> None:
@@ -265,7 +326,13 @@ def _references(per_run: dict[Path, list[Located]]) -> tuple[list[DatasetReferen
     return found, notes
 
 
-def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_existing: bool = False) -> SubmitReport:
+def submit(
+    run_dirs: Sequence[Path],
+    board: Path,
+    allow_new_env: bool,
+    skip_existing: bool = False,
+    allow_mixed: bool = False,
+) -> SubmitReport:
     """Validate the runs' rows and append them to ``board`` (created with a header if absent).
 
     A row identical to a board row is already there and is left out (a submit of the same run
@@ -274,7 +341,9 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
     and step, or under the same setting (method, env and config hash), seed and step (the run
     trained again where its run directory was lost, docs/sweeps.md#moving-a-sweep-to-another-machine;
     the config hash with the data digest),
-    are left out even where they differ; every other row is checked as usual.
+    are left out even where they differ; every other row is checked as usual. The rows that are left
+    must be of the board's kind (:func:`check_one_kind`) unless ``allow_mixed``, and of envs their
+    suite knows, or the board holds, unless ``allow_new_env``.
     """
     if not run_dirs:
         raise UsageError("no run directories given")
@@ -301,6 +370,9 @@ def submit(run_dirs: Sequence[Path], board: Path, allow_new_env: bool, skip_exis
         already = offered - len(new_rows)
         if not new_rows and exists:
             return SubmitReport(board, added, len(board_rows), already)
+        check_envs(new_rows, board_rows, allow_new_env)
+        if not allow_mixed:
+            check_one_kind(board_rows, new_rows)
         check_new_rows(board_rows, new_rows)
         references, notes = _references(per_run)
         if exists and is_legacy(board):

@@ -72,5 +72,8 @@ def _train(args: argparse.Namespace) -> int:
     run_dir = start_run(train, cfg, args, f"offline_gitd train --out {shlex.quote(str(cfg.out))} --resume")
     print(f"run directory: {run_dir}")
     for name in ("config.json", "metrics.csv", "results.csv", "checkpoints", *(("tb",) if args.tensorboard else ())):
-        print(f"  {run_dir / name}")
+        if (run_dir / name).exists():  # only what was written: --eval-episodes 0 writes no results.csv
+            print(f"  {run_dir / name}")
+    if not (run_dir / "results.csv").exists():
+        print("  (no results.csv: with --eval-episodes 0 nothing was evaluated, so the run has no leaderboard rows)")
     return 0

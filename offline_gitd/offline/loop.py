@@ -30,6 +30,15 @@ from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
 from offline_gitd.rundir.metrics import MetricWindow
 
 
+def evaluation_seed(seed: int, epoch: int) -> int:
+    """The seed of training seed ``seed``'s evaluation episodes after epoch ``epoch``
+    (docs/runs.md#evaluating-a-trained-agent): a function of both alone, so a resumed run evaluates
+    as a straight one would, and a fresh seed per epoch so that epochs are not judged on the same
+    start states. Written to ``metrics.csv`` (``eval_seed``), and ``offline_gitd evaluate`` uses it
+    by default, so that evaluating a checkpoint gives the return the loop logged for it."""
+    return int(np.random.SeedSequence([seed, epoch, 1]).generate_state(1)[0])
+
+
 def _eval_stats(returns: np.ndarray, d4rl: tuple[float, float] | None) -> dict[str, float]:
     """An evaluation's mean and std of returns and, where D4RL has a reference for the env, its
     D4RL-normalised mean (CORL logs the same three)."""
@@ -111,7 +120,7 @@ def run_offline(
             bar.set_postfix(loss=f"{float(loss[-1].mean()):.4g}")
         bar.close()
         step = epoch * cfg.steps_per_epoch
-        returns = _evaluate_seeds(cfg, data, family, act, state, seeds, epoch)
+        returns = evaluate_seeds(cfg, data, family, act, state, seeds, epoch)
         elapsed = time.perf_counter() - started
         metric_rows, result_rows = [], []
         for i, seed in enumerate(seeds):
@@ -120,6 +129,7 @@ def run_offline(
                 "step": step,
                 "seed": seed,
                 **_eval_stats(returns[i], d4rl),
+                **({"eval_seed": evaluation_seed(seed, epoch)} if cfg.eval_episodes else {}),
             }
             row.update(window.means(i))
             row["epoch_seconds"] = round(elapsed, 3)
@@ -137,9 +147,11 @@ def run_offline(
     return run_dir
 
 
-def _evaluate_seeds(cfg, data, family, batched_act, state, seeds, epoch) -> list[np.ndarray]:
+def evaluate_seeds(cfg, data, family, batched_act, state, seeds, epoch) -> list[np.ndarray]:
     """Every seed's evaluation episodes, stepped together: one batched policy call per env step
-    for all seeds (the learner's vmapped state acts for each seed on that seed's envs)."""
+    for all seeds (the learner's vmapped state acts for each seed on that seed's envs). ``data``
+    needs only ``make_eval_env``: ``load_run(...).evaluate()`` replays a checkpoint's evaluation
+    through this same function, so its program and its numbers are the loop's."""
     if not cfg.eval_episodes:
         return [np.zeros(0) for _ in seeds]
     keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
@@ -147,7 +159,7 @@ def _evaluate_seeds(cfg, data, family, batched_act, state, seeds, epoch) -> list
     def policy(obs: np.ndarray) -> np.ndarray:
         return np.asarray(batched_act(state, jnp.asarray(obs), keys))
 
-    eval_seeds = [int(np.random.SeedSequence([seed, epoch, 1]).generate_state(1)[0]) for seed in seeds]
+    eval_seeds = [evaluation_seed(seed, epoch) for seed in seeds]
     env_fns = [lambda eval_seed=eval_seed: data.make_eval_env(eval_seed) for eval_seed in eval_seeds]
     returns = evaluate_policies(policy, env_fns, cfg.eval_episodes, eval_seeds, cfg.eval_epsilon)
     return list(returns)

@@ -29,6 +29,7 @@ import csv
 import json
 import shutil
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -327,6 +328,37 @@ def recording_env(env: gym.Env) -> tuple[gym.Env, Any]:
     return Uint8Images(collector), collector
 
 
+def _create_dataset(
+    collector: Any,
+    request: CollectRequest,
+    name: str,
+    horizon: int | None,
+    behaviour: dict[str, Any],
+    scores: dict[str, float],
+    config: dict[str, Any],
+    evaluated: dict[str, Any],
+) -> None:
+    """Write the recorded episodes as the Minari dataset ``request.dataset_id``, described."""
+    collector.create_dataset(
+        dataset_id=request.dataset_id,
+        eval_env=collector.env.spec,
+        algorithm_name=name,
+        author="offline_gitd",
+        description=describe_collection(
+            env_id=request.env_id,
+            horizon=horizon,
+            steps=request.steps,
+            name=name,
+            record=behaviour,
+            references=list(scores),
+            code_version=_code_version(),
+            config=config,
+            evaluated=evaluated,
+        ),
+        **scores,
+    )
+
+
 def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs | None = None) -> Path:
     """Train (or run) the behaviour policy, record everything, write the dataset; returns the
     Minari root it went to."""
@@ -360,7 +392,8 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
         return recorded
 
     try:
-        train(cfg, progress=progress, wrap_env=record, outputs=outputs)
+        # a behaviour policy is a dataset's, not a board's: a short DQN collect is still a dataset
+        train(cfg, progress=progress, wrap_env=record, outputs=outputs, require_updates=False)
         (collector,) = collectors
         config = json.loads((run_dir / "config.json").read_text())["config"]
         scores: dict[str, float] = {}
@@ -383,24 +416,14 @@ def collect(request: CollectRequest, *, progress: bool = True, outputs: Outputs 
             else f"{policy.upper()} ({config['critic']} critic, offline_gitd online)"
         )
         behaviour = behaviour_record(policy, request.steps, config)
-        collector.create_dataset(
-            dataset_id=request.dataset_id,
-            eval_env=collector.env.spec,
-            algorithm_name=name,
-            author="offline_gitd",
-            description=describe_collection(
-                env_id=request.env_id,
-                horizon=horizon,
-                steps=request.steps,
-                name=name,
-                record=behaviour,
-                references=list(scores),
-                code_version=_code_version(),
-                config=config,
-                evaluated=evaluated,
-            ),
-            **scores,
-        )
+        with warnings.catch_warnings():
+            # Minari asks every dataset for a code permalink and an author email: a local collect has
+            # neither to give (no versioned URL, no one's address), and the description records the
+            # code version and the whole config instead (docs/datasets.md#collecting-datasets). Those two warnings alone
+            # are silenced, here alone.
+            for field in ("code_permalink", "author_email"):
+                warnings.filterwarnings("ignore", message=f"`{field}` is set to None", category=UserWarning)
+            _create_dataset(collector, request, name, horizon, behaviour, scores, config, evaluated)
         made_by = json.loads((run_dir / "config.json").read_text())["provenance"]
         layout = {"observation_layout": OBSERVATION_LAYOUT} if collector.env.observation_space.dtype == np.bool_ else {}
         minari.load_dataset(request.dataset_id).storage.update_metadata(

@@ -185,7 +185,8 @@ def _online(args: argparse.Namespace) -> int:
         "checkpoints",
         *(("tb",) if args.tensorboard else ()),
     ):
-        print(f"  {run_dir / name}")
+        if (run_dir / name).exists():  # only what was written
+            print(f"  {run_dir / name}")
     return 0
 
 

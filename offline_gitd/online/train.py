@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -41,6 +42,25 @@ def resolve_config(cfg: OnlineConfig) -> tuple[OnlineConfig, EnvInfo]:
             print(note, file=sys.stderr)
     check_torso(cfg.torso, info.input_shape, cfg.env)
     return cfg, info
+
+
+def check_makes_updates(cfg: OnlineConfig) -> None:
+    """Refuse a resolved config whose run would end before its first update
+    (docs/online.md#runs-that-would-not-train): its learning curve would be a random policy's and
+    its rows would pass on a board as a trained method's. ``--steps`` must exceed the initial random
+    samples by at least one update's worth of steps (``1/utd`` of them for ``--utd 1/n``)."""
+    from offline_gitd.online.schedules import total_updates, utd_fraction
+
+    utd = utd_fraction(cfg.utd)
+    if total_updates(cfg.steps, utd, cfg.initial_samples) > 0:
+        return
+    first = cfg.initial_samples + max(1, math.ceil(1 / utd))
+    raise ConfigError(
+        f"online {cfg.algo} would make no update: --steps {cfg.steps} does not exceed its "
+        f"{cfg.initial_samples} initial random samples"
+        + (f" by an update's {math.ceil(1 / utd)} steps (--utd 1/{math.ceil(1 / utd)})" if utd < 1 else "")
+        + f"; its first update comes at step {first} (raise --steps to {first} or more, or lower --initial-samples)"
+    )
 
 
 def build_family(cfg: OnlineConfig, info: EnvInfo) -> Family:
@@ -76,6 +96,7 @@ def train(
     command_line: Sequence[str] | None = None,
     outputs: Outputs | None = None,
     trust_pickles: bool = False,
+    require_updates: bool = True,
 ) -> Path:
     """Run ``cfg`` (resolving the env's defaults first) and return the run directory; nothing is
     written until the flags, the run directory, the env and the networks have been checked, and
@@ -84,7 +105,10 @@ def train(
     code when read: docs/bounds.md#run-directories-are-data). With ``cfg.init_from`` a new run starts
     from that offline run's checkpoint (:mod:`offline_gitd.online.init_from`). ``cfg.loop``
     picks the loop: the Python one (:mod:`offline_gitd.online.loop`) or the compiled one
-    (:mod:`offline_gitd.online.compiled_run`), in the same run directory."""
+    (:mod:`offline_gitd.online.compiled_run`), in the same run directory. A new run that would make
+    no update is refused (:func:`check_makes_updates`) unless ``require_updates`` is False: a
+    ``collect``'s behaviour run is a dataset's, not a result (``--policy random`` is the loop with
+    every step a random sample, on purpose); a board refuses such a run's rows whichever way it was made."""
     from offline_gitd.online.loop import run_online
     from offline_gitd.rundir.files import absolute, check_run_dir
     from offline_gitd.rundir.lock import hold_run_dir
@@ -100,10 +124,14 @@ def train(
             check_run_dir(Path(cfg.out), resume, overwrite)
         cfg, info = resolve_config(cfg)
         origin = None
-        if cfg.init_from and not resume:  # a resumed run continues from its own checkpoint
+        starts_from = bool(cfg.init_from) and not resume  # a resumed run continues from its own checkpoint
+        if starts_from:
             from offline_gitd.online.init_from import load_origin, resolve_origin
 
             cfg = resolve_origin(cfg)
+        if require_updates and not resume:  # a resume goes on as its run started (a collect's behaviour run may)
+            check_makes_updates(cfg)
+        if starts_from:
             family = build_family(cfg, info)
             origin = load_origin(cfg, info, family)
         else:

@@ -22,7 +22,7 @@ from offline_gitd.errors import UsageError
 from offline_gitd.rundir.flags import TB_DIR, Outputs
 
 # Row columns that index a row rather than measure something.
-_INDEX_COLUMNS = ("step", "seed", "epoch")
+_INDEX_COLUMNS = ("step", "seed", "epoch", "eval_seed")
 
 
 def hparams_of(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:

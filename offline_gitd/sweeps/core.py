@@ -147,7 +147,9 @@ def submit_run(spec: SweepSpec, paths: SweepPaths, plan: RunPlan) -> int:
     from offline_gitd.leaderboard.submit import submit
 
     run_dir = paths.run_dir(plan.name)
-    report = submit([run_dir], board_path(plan, paths.root), spec.allow_new_env, skip_existing=True)
+    report = submit(
+        [run_dir], board_path(plan, paths.root), spec.allow_new_env, skip_existing=True, allow_mixed=spec.allow_mixed
+    )
     update_state(paths.state(plan.name), submitted=True, rows=report.added[run_dir])
     return report.added[run_dir]
 

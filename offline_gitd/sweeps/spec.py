@@ -39,7 +39,17 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "online dqn": ("online", "dqn"),
     "online sac": ("online", "sac"),
 }
-TOP_LEVEL = ("command", "board", "allow_new_env", "data_dir", "resources", "collect", "fixed", "grid")
+TOP_LEVEL = (
+    "command",
+    "board",
+    "allow_new_env",
+    "allow_mixed",
+    "data_dir",
+    "resources",
+    "collect",
+    "fixed",
+    "grid",
+)
 # Set by the sweep itself, never by a spec: where each run goes, which algorithm the command is.
 RESERVED = {"out": "run directories are named from the grid under --out", "data_dir": "use the top-level data_dir"}
 # The keys of a [[collect]] table: those of `collect --config FILE` but where the dataset and the
@@ -112,6 +122,8 @@ class SweepSpec:
     # ``--record-missing``: a [[collect]] dataset a manifest lists, which no mirror gave, is recorded
     # anew rather than failing (docs/sweeps.md#datasets-from-mirrors).
     record_missing: bool = False
+    # ``leaderboard submit --allow-mixed`` for the sweep's submits (docs/leaderboard.md#one-board-one-kind-of-row)
+    allow_mixed: bool = False
 
     @property
     def config_class(self) -> type:
@@ -150,6 +162,9 @@ def load_spec(path: Path) -> SweepSpec:
     allow_new_env = raw.get("allow_new_env", True)
     if not isinstance(allow_new_env, bool):
         raise ConfigError(f"{where}: allow_new_env must be true or false, got {allow_new_env!r}")
+    allow_mixed = raw.get("allow_mixed", False)
+    if not isinstance(allow_mixed, bool):
+        raise ConfigError(f"{where}: allow_mixed must be true or false, got {allow_mixed!r}")
     data_dir = raw.get("data_dir")
     if data_dir is not None and not isinstance(data_dir, str):
         raise ConfigError(f"{where}: data_dir must be a path string, got {data_dir!r}")
@@ -158,6 +173,7 @@ def load_spec(path: Path) -> SweepSpec:
         command=command,
         board=board,
         allow_new_env=allow_new_env,
+        allow_mixed=allow_mixed,
         data_dir=data_dir,
         resources=_resources(where, raw.get("resources", {})),
         collect=_collect_steps(where, command, raw.get("collect", [])),

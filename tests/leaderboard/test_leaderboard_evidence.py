@@ -19,7 +19,7 @@ from offline_gitd.leaderboard.per_env import per_env_lines
 from offline_gitd.leaderboard.sensitivity import Aggregate, order_flips
 from offline_gitd.leaderboard.show import load
 from tests.leaderboard.test_leaderboard import row
-from tests.leaderboard.test_leaderboard_synthetic import write_run
+from tests.support.runs import write_run
 
 MINATAR = Path(__file__).resolve().parents[2] / "leaderboards" / "minatar_offline" / "board.csv"
 
@@ -168,7 +168,7 @@ def test_json_and_html_carry_the_left_out_envs_the_adjustments_and_the_normalise
     argv = ["--board", str(mixed_board), "--normalise", "human", "--reps", "20"]
     assert main(["leaderboard", "show", *argv, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["left_out"] == ["Carnival"] and list(report["envs"]) == ["Pong"]
+    assert report["no_reference"] == ["Carnival"] and list(report["envs"]) == ["Pong"]
     assert [item["normaliser"] for item in report["normalisers"]] == ["baseline", "human"]
     tested = [r for r in report["per_env"] if r.get("p_value") is not None]
     assert len(tested) == 2 and all(r["p_holm"] >= r["p_bh"] >= r["p_value"] for r in tested)

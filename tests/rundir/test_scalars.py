@@ -80,6 +80,8 @@ def test_keep_last_checkpoints_and_no_tensorboard(tmp_path) -> None:
 
 def test_log_ignores_non_finite_and_index_columns(tmp_path) -> None:
     log = ScalarLog(tmp_path, [3], {}, Outputs(), name="y")
-    log.log([{"step": 5, "seed": 3, "epoch": 1, "loss": float("nan"), "eval_return": 2.5, "note": "x"}])
+    log.log(
+        [{"step": 5, "seed": 3, "epoch": 1, "eval_seed": 77, "loss": float("nan"), "eval_return": 2.5, "note": "x"}]
+    )
     log.close()
     assert _events(tmp_path, 3).Tags()["scalars"] == ["eval_return"]

@@ -31,6 +31,7 @@ def result_record(
     run_id: str | None = None,
     config_hash: str = "cfg0",
     created_at: str = CREATED_AT,
+    package_version: str = "0.1.0",
 ) -> dict[str, object]:
     """One row of the schema; the run_id defaults to one derived from the method, env and seed."""
     return {
@@ -45,7 +46,7 @@ def result_record(
         "return": value,
         "run_id": run_id or f"{algorithm}-{critic}-K{K}-b{beta}-{env}-s{seed}",
         "config_hash": config_hash,
-        "package_version": "0.1.0",
+        "package_version": package_version,
         "created_at": created_at,
     }
 

@@ -143,6 +143,7 @@ FIXED = '[fixed]\nenv = "CartPole-v1"\n'
         ),
         (BASE + FIXED + "[grid]\nT = [10, 0]\n", "[grid] T"),
         (BASE + FIXED + "critic = = 1\n", "not valid TOML"),
+        (BASE + "allow_mixed = 'yes'\n" + FIXED + GRID, "allow_mixed must be true or false, got 'yes'"),
     ],
 )
 def test_bad_specs_are_one_line_errors_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -207,6 +208,12 @@ def test_sweep_submission_is_idempotent(tmp_path: Path) -> None:
     assert submit([grown], board, allow_new_env=True, skip_existing=True).added[grown] == 1
     with board.open() as handle:
         assert [row["step"] for row in csv.DictReader(handle)] == ["0", "10", "20"]
+
+
+def test_allow_mixed_reaches_the_sweeps_submits(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.toml"
+    path.write_text(BASE + "allow_mixed = true\n" + FIXED + GRID)
+    assert load_spec(path).allow_mixed and not load_spec(SWEEPS / "demo.toml").allow_mixed
 
 
 def test_a_spec_takes_the_flags_own_notation(tmp_path: Path) -> None:

@@ -1,0 +1,273 @@
+"""Online boards (docs/leaderboard.md#online-boards): a replay ratio is a method of its own, the
+per-env AUC table, the aggregate AUC's interval resampling the baseline's seeds, the per-env
+panels' references, and the publishing path end to end on real compiled-loop MinAtar runs."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offline_gitd.cli import main
+from offline_gitd.leaderboard import bootstrap
+from offline_gitd.leaderboard.behaviour import BehaviourCurve
+from offline_gitd.leaderboard.board_references import DatasetReference, encode_references
+from offline_gitd.leaderboard.curves import per_env_references
+from offline_gitd.leaderboard.normalise import filter_rows, method_keys, to_frame
+from offline_gitd.leaderboard.per_env import per_env_lines, run_values
+from offline_gitd.leaderboard.reference import PublishedPoint
+from offline_gitd.leaderboard.schema import ResultRow, read_rows
+from offline_gitd.leaderboard.show import load
+from offline_gitd.leaderboard.stats import summarise
+from offline_gitd.online.config import OnlineConfig
+from tests.support.runs import write_run
+
+BREAKOUT = "offline_gitd/minatar-breakout/dqn-replay-1m-v0"
+
+
+def _grid_config(critic: str, K: int, utd: float) -> OnlineConfig:
+    """A cell of the online grid as the sweep would make it (the run's length set apart)."""
+    return OnlineConfig(
+        algo="dqn", env="MinAtar/Breakout-v1", critic=critic, K=K, beta=1.0, utd=utd, steps=1_000_000, out="-"
+    ).resolve("minatar")
+
+
+def test_the_replay_ratio_is_part_of_the_method() -> None:
+    """DQN at one update per 4 env steps and at one per step are two methods on the board: the run's
+    method_config names the ratio set away from the minatar default (1), so their rows never pool."""
+    medium, high = _grid_config("td", 1, 0.25), _grid_config("td", 1, 1.0)
+    assert "utd=0.25" in medium.method_config("minatar").split()
+    assert not any(word.startswith("utd=") for word in high.method_config("minatar").split())
+    assert medium.config_hash() != high.config_hash()
+
+
+def test_two_replay_ratios_get_two_method_keys() -> None:
+    """Rows of the two ratios' runs, each with the method_config its run records, get two method keys,
+    so ``--baseline`` names the ratio (docs/leaderboard.md#online-boards)."""
+    rows = [
+        ResultRow(
+            suite="minatar",
+            env="Breakout-v1",
+            algorithm="dqn",
+            critic="td",
+            K=1,
+            beta=1.0,
+            seed=seed,
+            step=10_000,
+            return_=1.0,
+            run_id=f"utd{utd}",
+            config_hash=cfg.config_hash(),
+            package_version="0.2.0",
+            created_at="2026-11-28T00:00:00+00:00",
+            method_config=cfg.method_config("minatar"),
+        )
+        for utd in (0.25, 1.0)
+        for cfg in [_grid_config("td", 1, utd)]
+        for seed in range(2)
+    ]
+    frame = to_frame(rows)
+    keys = sorted(set(method_keys(frame)))
+    assert keys == ["dqn:td [loop=compiled utd=0.25]", "dqn:td [loop=compiled]"]
+    # --method takes a full key as it is, brackets and all, and '*utd=0.25*' the medium ratio's.
+    frame["method"] = method_keys(frame)
+    assert set(filter_rows(frame, (), ["dqn:td [loop=compiled]"], None)["method"]) == {"dqn:td [loop=compiled]"}
+    assert set(filter_rows(frame, (), ["*utd=0.25*"], None)["method"]) == {"dqn:td [loop=compiled utd=0.25]"}
+
+
+def _board(tmp_path: Path, curves: dict[str, list[list[float]]], steps: list[int]) -> Path:
+    """A Breakout-v1 board: per method key ``algorithm:critic`` one run per seed with the curve given,
+    and a references file (random 0, DQN replay 10: a fixed normaliser, x / 10)."""
+    runs = []
+    for method, seeds in curves.items():
+        algorithm, critic = method.split(":")
+        for seed, returns in enumerate(seeds):
+            runs.append(
+                write_run(
+                    tmp_path / f"{critic}-{seed}",
+                    env="Breakout-v1",
+                    suite="minatar",
+                    algorithm=algorithm,
+                    critic=critic,
+                    seed=seed,
+                    steps=steps,
+                    returns=returns,
+                    run_id=f"{critic}-{seed}",
+                    config_hash=f"{abs(hash(critic)) % 16**16:016x}",
+                )
+            )
+    board = tmp_path / "board.csv"
+    assert main(["leaderboard", "submit", *map(str, runs), "--board", str(board)]) == 0
+    reference = DatasetReference("minatar", "Breakout-v1", BREAKOUT, 0.0, 9.0, 10.0, "by hand")
+    (tmp_path / "board.references.csv").write_bytes(encode_references([reference]))
+    return board
+
+
+def test_the_aggregate_auc_interval_resamples_the_baselines_seeds(tmp_path: Path) -> None:
+    """A method whose seeds all learned the same curve has no spread of its own: its AUC relative to
+    the baseline's still has an interval, because the baseline's IQM AUC, the ratio's denominator,
+    is recomputed from a resample of the baseline's seeds in every replication. The interval is
+    the exact one of that ratio (every resample of the 4 baseline seeds enumerated) to the
+    Monte-Carlo error of 20,000 replications."""
+    base = [[v] * 3 for v in (1.0, 2.0, 3.0, 6.0)]
+    board = _board(tmp_path, {"dqn:td": base, "dqn:gitd": [[2.0] * 3] * 4}, [1000, 2000, 3000])
+    loaded = load(board, "dqn:td", "dqn-replay")
+    summaries = {s.method: s for s in summarise(loaded.scored, loaded.baseline, 20_000, 0)}
+    gitd = summaries["dqn:gitd"]
+    base_aucs = np.array([3 * v[0] / 10 for v in base])
+    assert gitd.auc.value == pytest.approx(0.6 / float(bootstrap.iqm(base_aucs[:, None])))
+    assert gitd.auc.high - gitd.auc.low > 0.3  # not the degenerate [r, r] of a fixed denominator
+    ratios = np.sort(
+        [0.6 / float(bootstrap.iqm(base_aucs[list(pick), None])) for pick in itertools.product(range(4), repeat=4)]
+    )
+    # Percentile ends of the exact distribution (256 equally likely resamples), bracketed by its atoms.
+    low_atoms = ratios[[int(0.025 * 256) - 1, int(0.025 * 256) + 1]]
+    high_atoms = ratios[[int(0.975 * 256) - 2, int(0.975 * 256)]]
+    assert low_atoms[0] - 1e-9 <= gitd.auc.low <= low_atoms[1] + 1e-9
+    assert high_atoms[0] - 1e-9 <= gitd.auc.high <= high_atoms[1] + 1e-9
+    # The baseline's own ratio is 1 at the point; its interval comes from the same draw as its denominator.
+    assert summaries["dqn:td"].auc.value == pytest.approx(1.0)
+    # Normalised by DQN's mean final return (the paper's, and the online board's): the normaliser is
+    # resampled with the same draw and cancels from the ratio, which keeps the same exact interval.
+    loaded = load(board, "dqn:td", "baseline", keep_flagged=True)  # 4 spread seeds: flagged as noisy, kept
+    by_baseline = {s.method: s for s in summarise(loaded.scored, loaded.baseline, 20_000, 0)}["dqn:gitd"]
+    assert by_baseline.auc.value == pytest.approx(gitd.auc.value)
+    assert low_atoms[0] - 1e-9 <= by_baseline.auc.low <= low_atoms[1] + 1e-9
+    assert high_atoms[0] - 1e-9 <= by_baseline.auc.high <= high_atoms[1] + 1e-9
+
+
+def test_per_env_auc_is_the_mean_return_over_logged_steps_with_adjusted_tests(tmp_path: Path) -> None:
+    """The AUC table tests learning speed, which final returns miss: two methods that end at the same
+    return, one of which got there sooner, tie on the final table and differ on the AUC table."""
+    slow = [[0.0, 0.0, 4.0 + 0.1 * s] for s in range(5)]
+    fast = [[4.0, 4.0, 4.0 + 0.1 * s] for s in range(5)]
+    board = _board(tmp_path, {"dqn:td": slow, "dqn:gitd": fast, "dqn:itd": slow}, [1000, 2000, 3000])
+    loaded = load(board, "dqn:td", "baseline")
+    aucs = run_values(loaded.everything, "auc")
+    assert sorted(aucs[aucs["method"] == "dqn:gitd"]["return"]) == pytest.approx(
+        [(8 + 4 + 0.1 * s) / 3 for s in range(5)]
+    )
+    finals = {line.method: line for line in per_env_lines(loaded.everything, "dqn:td", 1000, 0)}
+    by_auc = {line.method: line for line in per_env_lines(loaded.everything, "dqn:td", 1000, 0, value="auc")}
+    assert finals["dqn:gitd"].p_value == pytest.approx(1.0)
+    assert by_auc["dqn:gitd"].p_value < 0.05 and by_auc["dqn:gitd"].points == "3"
+    assert by_auc["dqn:gitd"].mean.value == pytest.approx(np.mean([(8 + 4 + 0.1 * s) / 3 for s in range(5)]))
+    # Holm over the table's two tests: the smaller p doubled; itd's identical curves give p = 1.
+    assert by_auc["dqn:gitd"].p_holm == pytest.approx(min(1.0, 2 * by_auc["dqn:gitd"].p_value))
+    assert by_auc["dqn:itd"].p_value == pytest.approx(1.0) and by_auc["dqn:td"].p_value is None
+
+
+def test_show_prints_the_auc_table_only_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    board = _board(tmp_path, {"dqn:td": [[1.0, 2.0]] * 3, "dqn:gitd": [[2.0, 2.0]] * 3}, [1000, 2000])
+    base = ["leaderboard", "show", "--board", str(board), "--baseline", "dqn:td", "--reps", "200"]
+    assert main([*base, "--format", "markdown"]) == 0
+    assert "Per env: AUC" not in capsys.readouterr().out
+    assert main([*base, "--format", "markdown", "--per-env-auc"]) == 0
+    out = capsys.readouterr().out
+    assert "**Per env: AUC, the mean raw return over a run's logged steps" in out
+    assert "| Breakout-v1 | dqn:gitd | 2 [2, 2] |" in out and "| 3 x 2 |" in out
+    assert main([*base, "--format", "json", "--per-env-auc"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {r["row"]: r["mean_final_return"] for r in report["per_env_auc"]} == {"dqn:gitd": 2.0, "dqn:td": 1.5}
+
+
+def test_per_env_references_stay_within_the_boards_steps() -> None:
+    envs = {"Breakout-v1": {"dqn:td": {"step": [10_000, 500_000], "value": [1.0, 2.0], "low": [], "high": []}}}
+    curve = BehaviourCurve(
+        name="b",
+        dataset=BREAKOUT,
+        env="Breakout-v1",
+        game="Breakout",
+        env_step=(10_000, 20_000, 30_000, 600_000),
+        episodes=(5, 0, 5, 5),
+        mean_return=(1.0, math.nan, 3.0, 9.0),
+    )
+    published = {"Breakout-v1": (PublishedPoint(400_000, 7.0, "src"), PublishedPoint(1_000_000, 9.0, "src"))}
+    out = per_env_references(envs, {"Breakout-v1": 0.4, "Pong": 0.0}, [curve], published)
+    assert list(out) == ["Breakout-v1"]
+    ref = out["Breakout-v1"]
+    assert ref["random"] == 0.4 and ref["sources"] == ["src"]
+    assert ref["published"] == {"step": [400_000], "value": [7.0]}
+    # the window without an episode is dropped, the one past the board's last step too; then smoothed
+    assert ref["behaviour"]["step"] == [10_000, 30_000] and ref["behaviour"]["value"] == [1.0, 3.0]
+    assert per_env_references(envs, {}, [], {}) == {}
+
+
+def _curve_file(path: Path, steps: list[int], returns: list[float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["env_step", "episodes", "mean_training_return", "epsilon", "q_mean", "window_seconds"])
+        writer.writerows([step, 10, value, 0.1, 1.0, 2.0] for step, value in zip(steps, returns))
+
+
+def test_plot_draws_references_beside_each_games_curves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--per-env return`` panels carry random, Young & Tian's 1M-frame value and the behaviour
+    curve, read from ``--behaviour DIR`` (another board's folder); score panels carry none."""
+    steps = [250_000, 500_000, 750_000, 1_000_000]
+    board = _board(tmp_path / "online", {"dqn:td": [[1.0, 3, 5, 7]] * 3, "dqn:gitd": [[2.0, 4, 6, 8]] * 3}, steps)
+    folder = tmp_path / "offline" / "behaviour"
+    _curve_file(folder / "offline_gitd-minatar-breakout-dqn-replay-1m-v0.csv", steps, [0.5, 2.0, 5.0, 8.0])
+    base = ["leaderboard", "plot", "--board", str(board), "--baseline", "dqn:td", "--reps", "50"]
+    assert main([*base, "--per-env", "return", "--behaviour", str(folder), "--out", str(tmp_path / "f")]) == 0
+    data = json.loads((tmp_path / "f" / "figure_data.json").read_text())
+    ref = data["per_env"]["references"]["Breakout-v1"]
+    assert ref["random"] == 0.0 and ref["published"] == {"step": [1_000_000], "value": [9.0]}
+    assert ref["behaviour"]["step"] == steps and ref["behaviour"]["value"][-1] == 8.0
+    assert "behaviour" in data  # the behaviour figure too, from the same folder
+    assert (tmp_path / "f" / "per_env.png").read_bytes().startswith(b"\x89PNG")
+    assert main([*base, "--out", str(tmp_path / "g")]) == 0
+    assert "references" not in json.loads((tmp_path / "g" / "figure_data.json").read_text())["per_env"]
+    capsys.readouterr()
+    assert main([*base, "--behaviour", str(tmp_path / "nowhere"), "--out", str(tmp_path / "h")]) == 2
+    assert "--behaviour" in capsys.readouterr().err
+
+
+@pytest.mark.e2e  # two compiled-loop MinAtar runs of 2 seeds, then submit, show and plot: 1-2 minutes on 2 cores
+def test_an_online_board_is_published_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The board's README commands on a tiny real grid: DQN and Gi-DQN (K = 5) at one update per 4
+    env steps on Breakout, 2 seeds x 2,000 env steps, logged every 500; submitted, shown against DQN
+    with both per-env tables, and plotted with the references."""
+    board_dir = tmp_path / "board"
+    board_dir.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    (board_dir / "board.references.csv").write_bytes(
+        (repo / "leaderboards" / "minatar_online" / "board.references.csv").read_bytes()
+    )
+    tiny = ["--steps", "2000", "--seeds", "0-1", "--log-every", "500", "--replay-size", "1000"]
+    tiny += ["--initial-samples", "200", "--utd", "1/4", "--T", "50", "--no-progress", "--no-tensorboard"]
+    for name, critic in (("dqn", ["--critic", "td"]), ("gi-dqn", ["--critic", "gitd", "--K", "5", "--beta", "1"])):
+        args = ["online", "dqn", "--env", "MinAtar/Breakout-v1", *critic, *tiny, "--out", str(tmp_path / name)]
+        assert main(args) == 0
+    board = board_dir / "board.csv"
+    assert main(["leaderboard", "submit", str(tmp_path / "dqn"), str(tmp_path / "gi-dqn"), "--board", str(board)]) == 0
+    rows = [row for _, row in read_rows(board)]
+    assert len(rows) == 2 * 2 * 4  # one row per seed per logged window
+    assert {row.method_config for row in rows} == {"T=50 initial_samples=200 loop=compiled replay_size=1000 utd=0.25"}
+    assert main(["leaderboard", "submit", str(tmp_path / "dqn"), "--board", str(board)]) == 0  # again: nothing added
+    assert len(read_rows(board)) == 16
+    capsys.readouterr()
+    # 2,000 steps leave DQN at random's return: its env is flagged, and kept to have something to show.
+    show = ["leaderboard", "show", "--board", str(board), "--baseline", "dqn:td", "--normalise", "baseline"]
+    show.append("--keep-flagged-envs")
+    assert main([*show, "--format", "markdown", "--per-env-auc", "--reps", "500"]) == 0
+    out = capsys.readouterr().out
+    assert "| Breakout-v1 | random | 0.4 |" in out
+    assert "Holm and Benjamini-Hochberg (BH) adjust over the 1 tests" in out and "**Per env: AUC" in out
+    figures = tmp_path / "figures"
+    plot = ["leaderboard", "plot", "--board", str(board), "--baseline", "dqn:td", "--normalise", "baseline"]
+    plot.append("--keep-flagged-envs")
+    behaviour = repo / "leaderboards" / "minatar_offline" / "behaviour"
+    assert (
+        main([*plot, "--per-env", "return", "--behaviour", str(behaviour), "--reps", "100", "--out", str(figures)]) == 0
+    )
+    data = json.loads((figures / "figure_data.json").read_text())
+    ref = data["per_env"]["references"]["Breakout-v1"]
+    assert ref["random"] == 0.4 and ref["published"]["step"] == []  # 2,000 steps: Young & Tian's 1M is beyond
+    assert ref["behaviour"] is None  # the behaviour curve's first window (10,000 steps) is beyond too
+    assert sorted(data["per_env"]["envs"]["Breakout-v1"]) == ["dqn:gitd", "dqn:td"]
+    assert (figures / "per_env.png").exists() and (figures / "behaviour.png").exists()
