@@ -1,7 +1,7 @@
 """The Monte-Carlo error of ``leaderboard show``'s interval endpoints (docs/leaderboard.md#monte-carlo-error).
 
-    .venv/bin/python benchmarks/bootstrap_mc_error.py                    # the MinAtar board, 10,000 reps
-    .venv/bin/python benchmarks/bootstrap_mc_error.py --reps 2000 --seeds 30
+    .venv/bin/python -m benchmarks.bootstrap_mc_error                    # the MinAtar board, 10,000 reps
+    .venv/bin/python -m benchmarks.bootstrap_mc_error --reps 2000 --seeds 30
 
 Draws the board's bootstrap again with ``--seeds`` different seeds and prints, for each kind of
 endpoint, the largest and the median standard deviation over seeds (the Monte-Carlo standard error

@@ -2,8 +2,8 @@
 
 Run by hand (speed is never asserted by a test):
 
-    .venv/bin/python benchmarks/continuous_step.py
-    .venv/bin/python benchmarks/continuous_step.py --compare-with /path/to/older/checkout --rounds 7
+    .venv/bin/python -m benchmarks.continuous_step
+    .venv/bin/python -m benchmarks.continuous_step --compare-with /path/to/older/checkout --rounds 7
 
 The D4RL-sized step the paper's continuous runs take: 17-dimensional observations, 6-dimensional
 actions, critic and actor 256 x 256, batch 256, CQL(H) with 10 proposed actions of each kind, one

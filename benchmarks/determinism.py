@@ -2,8 +2,8 @@
 
 Run by hand, on the machine whose determinism is in question (a GPU, typically):
 
-    .venv/bin/python benchmarks/determinism.py --dataset minari:offline_gitd/minatar-breakout/dqn-replay-1m-v0
-    .venv/bin/python benchmarks/determinism.py --dataset ... --flags default,deterministic --critic gitd --K 5
+    .venv/bin/python -m benchmarks.determinism --dataset minari:offline_gitd/minatar-breakout/dqn-replay-1m-v0
+    .venv/bin/python -m benchmarks.determinism --dataset ... --flags default,deterministic --critic gitd --K 5
 
 For each set of XLA flags (``default``: none; ``deterministic``: ``--xla_gpu_deterministic_ops=true``
 and ``--xla_gpu_exclude_nondeterministic_ops=true``, XLA's options for reproducible GPU programs) it

@@ -1,6 +1,6 @@
 """The example figures kept in ``leaderboards/figures/``, and the numbers they are drawn from.
 
-    .venv/bin/python benchmarks/example_figures.py            # rewrite leaderboards/figures/
+    .venv/bin/python -m benchmarks.example_figures            # rewrite leaderboards/figures/
 
 One of each figure ``leaderboard plot`` draws, from the Gym ablation board with 8 methods (the
 legend and line-style case), data 10%, T = 10, baseline CQL, 2,000 bootstrap replications:

@@ -3,10 +3,10 @@
 
 Run by hand; the sweep is resumable, so an interrupted benchmark continues where it stopped:
 
-    .venv/bin/python benchmarks/gym_offline.py --out runs/gym_offline             # sweep + report
-    .venv/bin/python benchmarks/gym_offline.py --out runs/gym_offline --report    # tables only
-    .venv/bin/python benchmarks/gym_offline.py --out runs/gym_offline --address HEAD:6379  # on a cluster
-    .venv/bin/python benchmarks/gym_offline.py --raw --data-dir D --out runs/gym_offline   # raw returns
+    .venv/bin/python -m benchmarks.gym_offline --out runs/gym_offline             # sweep + report
+    .venv/bin/python -m benchmarks.gym_offline --out runs/gym_offline --report    # tables only
+    .venv/bin/python -m benchmarks.gym_offline --out runs/gym_offline --address HEAD:6379  # on a cluster
+    .venv/bin/python -m benchmarks.gym_offline --raw --data-dir D --out runs/gym_offline   # raw returns
 
 This is ``offline_gitd sweep sweeps/gym_offline.toml --out OUT`` (the spec holds the protocol:
 datasets, CQL settings, the 64 configurations, 10 seeds each) followed by the report: per (data

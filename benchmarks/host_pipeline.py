@@ -3,8 +3,8 @@
 Run by hand (speed is never asserted by a test); it needs only jax, flax, optax and numpy, so it
 also runs on a bare GPU box:
 
-    .venv/bin/python benchmarks/host_pipeline.py            # full: 200,000-frame store, td and gitd
-    .venv/bin/python benchmarks/host_pipeline.py --quick    # a minute: small store, td, 1 seed e2e
+    .venv/bin/python -m benchmarks.host_pipeline            # full: 200,000-frame store, td and gitd
+    .venv/bin/python -m benchmarks.host_pipeline --quick    # a minute: small store, td, 1 seed e2e
 
 Data: a synthetic RLU-shaped store (uint8 84x84 frames memory-mapped in ``--checkpoints``
 segments, episodes of 200-2,000 frames, half of them terminal), stack 4, 1-step returns, batch 32.
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,14 +41,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.harness import make_family
 from offline_gitd.batch import Batch
 from offline_gitd.data.episode_store import EpisodeStore, SegmentedRows
 from offline_gitd.data.replay import Replay
 from offline_gitd.learners.drivers import FrameChunk, choose_driver, make_chunk_runner
 from offline_gitd.offline.feed import ChunkFeed
-
-sys.path.insert(0, str(Path(__file__).parent))
-from train_step import make_family  # noqa: E402 - the same CQL family as benchmarks/train_step.py
 
 BATCH = 32
 FRAME_BYTES = 84 * 84

@@ -1,6 +1,6 @@
 """Benchmark RLU ingestion: synthetic multi-shard run -> decoded cache; frames/s, bytes/transition.
 
-Run by hand: ``.venv/bin/python benchmarks/ingest.py [--shards 4 --frames-per-shard 25000]``.
+Run by hand: ``.venv/bin/python -m benchmarks.ingest [--shards 4 --frames-per-shard 25000]``.
 Frames are smooth random blobs quantised to a few grey levels plus moving sprites, so their PNGs
 are about the size of real Atari frames (an all-zero frame would compress to almost nothing and
 flatter the decoder). When TensorFlow is installed the same files also go through the reference
@@ -30,8 +30,7 @@ from offline_gitd.data.replay import Replay
 from offline_gitd.data.rlu import iter_rlu_episodes
 
 # The shard writer is a test helper (tests/rlu_shards.py), not part of the package.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard  # noqa: E402
+from tests.rlu_shards import make_synthetic_episode, write_rlu_episodes_shard
 
 FRAME_BYTES = 84 * 84
 GAME = "Synthetic"

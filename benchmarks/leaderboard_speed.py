@@ -1,8 +1,8 @@
 """How long ``leaderboard show``, ``plot`` and ``html`` take (docs/leaderboard.md#speed).
 
-    .venv/bin/python benchmarks/leaderboard_speed.py            # both boards, 2,000 replications
-    .venv/bin/python benchmarks/leaderboard_speed.py --cli      # also whole CLI processes
-    .venv/bin/python benchmarks/leaderboard_speed.py --repeat 3 # each command 3 times: the median
+    .venv/bin/python -m benchmarks.leaderboard_speed            # both boards, 2,000 replications
+    .venv/bin/python -m benchmarks.leaderboard_speed --cli      # also whole CLI processes
+    .venv/bin/python -m benchmarks.leaderboard_speed --repeat 3 # each command 3 times: the median
 
 Two boards: the 625-row MinAtar board (``leaderboards/minatar_pilot/board.csv``) and a synthetic
 board of the paper's size, 10 games x 8 methods x 10 seeds x 50 evaluations (40,000 rows, written

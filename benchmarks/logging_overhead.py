@@ -1,6 +1,6 @@
 """What progress lines and TensorBoard logging add to a run's wall time (docs/benchmarks.md#logging).
 
-    .venv/bin/python benchmarks/logging_overhead.py
+    .venv/bin/python -m benchmarks.logging_overhead
 
 Runs a small online DQN run (CartPole-v1, Gi-DQN K = 3, 2 seeds, 5,000 env steps, a row every 500:
 one progress update per env step, the worst case; offline runs update once per chunk of gradient

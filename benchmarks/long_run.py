@@ -1,9 +1,9 @@
 """Does a long online run stay flat? Memory (RSS) and step time along an online DQN run
 (docs/benchmarks.md#long-runs).
 
-    .venv/bin/python benchmarks/long_run.py                                # 1,000,000 steps, CartPole-v1
-    .venv/bin/python benchmarks/long_run.py --env MinAtar/Breakout-v1
-    .venv/bin/python benchmarks/long_run.py --steps 30000 --samples 10     # a few minutes
+    .venv/bin/python -m benchmarks.long_run                                # 1,000,000 steps, CartPole-v1
+    .venv/bin/python -m benchmarks.long_run --env MinAtar/Breakout-v1
+    .venv/bin/python -m benchmarks.long_run --steps 30000 --samples 10     # a few minutes
 
 Runs the real online loop (:class:`~offline_gitd.online.loop.OnlineRun`: acting, updates, logging,
 checkpoints every ``--checkpoint-every`` steps with their host state) with the env's own table

@@ -2,11 +2,12 @@
 
 Run by hand (speed is never asserted by a test):
 
-    .venv/bin/python benchmarks/online_loop.py                      # Breakout and CartPole, td and gitd, 1 and 5 seeds
-    .venv/bin/python benchmarks/online_loop.py --envs MinAtar/Breakout-v1 --critics td --seeds 1
-    .venv/bin/python benchmarks/online_loop.py --compare-with /path/to/older/checkout   # (a) of both trees, interleaved
-    .venv/bin/python benchmarks/online_loop.py --pipelines collect,train --envs MinAtar/Breakout-v1
-    .venv/bin/python benchmarks/online_loop.py --loop compiled --compare-with /path/to/older/checkout
+    .venv/bin/python -m benchmarks.online_loop                      # Breakout and CartPole, td and gitd, 1 and 5 seeds
+    .venv/bin/python -m benchmarks.online_loop --envs MinAtar/Breakout-v1 --critics td --seeds 1
+    .venv/bin/python -m benchmarks.online_loop --compare-with /path/to/older/checkout   # (a) of both trees, interleaved
+    .venv/bin/python -m benchmarks.online_loop --pipelines collect,train --envs MinAtar/Breakout-v1
+    .venv/bin/python -m benchmarks.online_loop --loop compiled --compare-with /path/to/older/checkout
+    .venv/bin/python -m benchmarks.online_loop --loop compiled --compare-with . --compare-loop python   # compiled vs Python
 
 For each env, critic and number of seeds, at one update per env step, it times:
 

@@ -1,6 +1,6 @@
 """CPU time per frame of the PNG decoders available for RLU frames (docs/benchmarks.md#ingest).
 
-Run by hand: ``.venv/bin/python benchmarks/png_decoders.py``. Decoders that are not installed are
+Run by hand: ``.venv/bin/python -m benchmarks.png_decoders``. Decoders that are not installed are
 left out: ``pip install pyspng imagecodecs isal`` adds the alternatives, none of which the package
 depends on. Frames are those of ``benchmarks/ingest.py`` (about the size of real Atari frames),
 encoded twice: by OpenCV, as the tests and benchmarks write shards (it filters every row with
@@ -17,22 +17,17 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
-import sys
 import time
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 
+from benchmarks.ingest import blob_frames  # the frames benchmarks/ingest.py decodes
 from offline_gitd.data.rlu import decode_png_frames
 
 # The shard writer is a test helper (tests/rlu_shards.py), not part of the package.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.rlu_shards import encode_png_frames  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from ingest import blob_frames  # noqa: E402 - the frames benchmarks/ingest.py decodes
+from tests.rlu_shards import encode_png_frames
 
 Decoder = Callable[[bytes], np.ndarray]
 

@@ -3,8 +3,8 @@
 
 Run by hand (speed is never asserted by a test):
 
-    .venv/bin/python benchmarks/seed_groups.py                      # every torso, 1, 5 and 10 seeds
-    .venv/bin/python benchmarks/seed_groups.py --torsos minatar --rounds 7
+    .venv/bin/python -m benchmarks.seed_groups                      # every torso, 1, 5 and 10 seeds
+    .venv/bin/python -m benchmarks.seed_groups --torsos minatar --rounds 7
 
 For the package's MinAtar CNN (batch 32), the 256x256 MLP (batch 256) and the paper's Gym network
 (FC 50-50, batch 32), td and gitd (K = 5, CQL), it times the scanned chunk runner the offline loop
@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
 import time
-from pathlib import Path
 
-from offline_gitd.cpu_devices import request_cpu_devices
+from offline_gitd.xla_start import request_cpu_devices
 
 request_cpu_devices()  # before JAX starts
 
@@ -34,12 +31,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from benchmarks.harness import SETUPS, interleaved, make_family, matmul_timer, medians, random_batches, step_flops  # noqa: E402
 from offline_gitd.learners.drivers import choose_compiler_options, make_chunk_runner  # noqa: E402
 from offline_gitd.learners.seed_groups import over_devices  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parent))
-from seeds import matmul_timer, step_flops  # noqa: E402
-from train_step import SETUPS, make_family, random_batches  # noqa: E402
 
 # label -> (setup, updates per timed call)
 TORSOS = {
@@ -90,14 +84,10 @@ def main() -> None:
             for n in counts:
                 for grouped in (False, True):
                     timers[(kind, n, grouped)] = timer(family, setup, n, chunk, grouped)
-        times = {key: [] for key in timers}
-        for _ in range(args.rounds):
-            peak_times.append(peak_timer())
-            for key, run_chunk in timers.items():
-                times[key].append(run_chunk())
+        times = interleaved(timers, args.rounds, before_round=lambda: peak_times.append(peak_timer()))
         flops = {kind: step_flops(make_family(kind, setup), setup) for kind in ("td", "gitd")}
         rates += [(label, *key, flops[key[0]] * key[1] / min(times[key]) / 1e6) for key in timers]
-        med = {key: statistics.median(v) for key, v in times.items()}
+        med = medians(times)
         print(f"\n{label}: ms per update, median (best) of {args.rounds} interleaved rounds")
         print(f"{'critic':7s}{'seeds':>6s}{'one program':>20s}{'groups':>20s}{'speed-up':>10s}{'x 1 seed':>16s}")
         for kind in ("td", "gitd"):

@@ -2,8 +2,8 @@
 
 Run by hand (speed is never asserted by a test):
 
-    .venv/bin/python benchmarks/seeds.py              # N = 5 seeds, every torso
-    .venv/bin/python benchmarks/seeds.py --torsos nature --rounds 7
+    .venv/bin/python -m benchmarks.seeds              # N = 5 seeds, every torso
+    .venv/bin/python -m benchmarks.seeds --torsos nature --rounds 7
 
 For each torso (Nature CNN, batch 32, uint8 84x84x4; the package's MinAtar CNN,
 offline_gitd/networks/minatar.py, batch 32, uint8 10x10x4, also timed with flax's own Dense as
@@ -30,16 +30,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.harness import chunk_timer, interleaved, make_family, matmul_timer, medians, step_flops
 from offline_gitd.learners.drivers import (
     NO_YNNPACK,
     YNNPACK_DOTS_ONLY,
@@ -52,9 +48,6 @@ from offline_gitd.networks import torsos
 from offline_gitd.networks.conv import Conv
 from offline_gitd.networks.dense import Dense
 
-sys.path.insert(0, str(Path(__file__).parent))
-from train_step import chunk_timer, make_family, random_batches  # noqa: E402 - the CQL family of benchmarks/train_step.py
-
 # label -> (setup as train_step's SETUPS tuples, torso module replacing the named one, updates per call)
 TORSOS = {
     "nature": (("nature", (84, 84, 4), np.uint8, 32, (256, 256)), None, 16),
@@ -62,29 +55,6 @@ TORSOS = {
     "mlp": (("mlp", (8,), np.float32, 256, (256, 256)), None, 50),
 }
 KINDS = ("td", "gitd")
-
-
-def step_flops(family, setup: tuple) -> float:
-    """FLOPs of one single-seed step, from XLA's cost analysis of the compiled program."""
-    state = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.arange(1)))
-    batch = random_batches(np.random.default_rng(0), setup, 1, 1)[0]
-    cost = jax.jit(jax.vmap(family.step)).lower(state, batch).compile().cost_analysis()
-    return float((cost[0] if isinstance(cost, list) else cost)["flops"])
-
-
-def matmul_timer(size: int = 1024) -> tuple[Callable[[], float], float]:
-    """A timer of one f32 ``jnp.dot`` of two size x size matrices (ms) and its FLOPs: the peak to compare with."""
-    a = jax.random.normal(jax.random.PRNGKey(0), (size, size), jnp.float32)
-    dot = jax.jit(jnp.dot)
-    dot(a, a).block_until_ready()
-
-    def run() -> float:
-        started = time.perf_counter()
-        for _ in range(4):
-            dot(a, a).block_until_ready()
-        return (time.perf_counter() - started) / 4 * 1000
-
-    return run, 2.0 * size**3
 
 
 # label -> (label, seeds, strategy, conv, XLA options): the programs timed side by side. The options
@@ -171,12 +141,8 @@ def main() -> None:
                     cpu[(kind, name)],
                     OPTIONS[options],
                 )
-        times = {key: [] for key in timers}
-        for _ in range(args.rounds):
-            peak_times.append(peak_timer())
-            for key, run_chunk in timers.items():
-                times[key].append(run_chunk())
-        med = {key: statistics.median(v) for key, v in times.items()}
+        times = interleaved(timers, args.rounds, before_round=lambda: peak_times.append(peak_timer()))
+        med = medians(times)
         print(
             f"\n{label} (driver {driver}; the package's seed strategy here: {auto}; its XLA options: {package_options})"
         )

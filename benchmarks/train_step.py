@@ -2,8 +2,8 @@
 
 Run by hand on a quiet machine (speed is never asserted by a test):
 
-    .venv/bin/python benchmarks/train_step.py                 # everything
-    .venv/bin/python benchmarks/train_step.py --setup gym-mlp  # only the paper's Gym network
+    .venv/bin/python -m benchmarks.train_step                 # everything
+    .venv/bin/python -m benchmarks.train_step --setup gym-mlp  # only the paper's Gym network
 
 Prints ms per gradient step for each critic with CQL (Nature CNN, batch 32, uint8 84x84x4 frames;
 MLP 2x256, batch 256; the Gym ablation's FC 50-50, batch 32) under both drivers (``loop``: the jitted step called per batch; ``scan``:
@@ -15,112 +15,12 @@ Targets on 2 CPU cores : td-CQL Nature CNN <= 35 ms, gitd/td <= 1.75, 8 seeds >=
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
-import time
-from collections.abc import Callable
 
-import flax.linen as nn
 import jax
-import jax.numpy as jnp
-import numpy as np
 
-from offline_gitd.batch import Batch
+from benchmarks.harness import DEFAULT_CHUNK, SETUPS, chunk_timer, make_family
 from offline_gitd.critic_registry import critic_names
-from offline_gitd.critics import CriticConfig
-from offline_gitd.learners.drivers import choose_compiler_options, make_chunk_runner
-from offline_gitd.learners.family import make_discrete_family
-
-SETUPS = {
-    # label -> (torso, obs shape, obs dtype, batch size, mlp widths)
-    "nature": ("nature", (84, 84, 4), np.uint8, 32, (256, 256)),
-    "mlp": ("mlp", (8,), np.float32, 256, (256, 256)),
-    # the paper's offline Gym network (FC 50 - FC 50, batch 32): small enough that per-call
-    # overhead, not arithmetic, bounds one seed, which is where seeds in one program pay most
-    "gym-mlp": ("mlp", (8,), np.float32, 32, (50, 50)),
-}
-# updates per timed call: enough that one call lasts well over a millisecond
-DEFAULT_CHUNK = {"nature": 20, "mlp": 200, "gym-mlp": 2000}
-N_ACTIONS = 6
-
-
-def random_batches(rng: np.random.Generator, setup: str | tuple, seeds: int, count: int) -> list[Batch]:
-    """``count`` random batches with a leading seed axis; ``setup`` is a label of SETUPS or such a tuple."""
-    _, shape, dtype, batch, _ = SETUPS[setup] if isinstance(setup, str) else setup
-
-    def obs() -> np.ndarray:
-        if dtype == np.uint8:
-            return rng.integers(0, 256, size=(seeds, batch, *shape), dtype=np.uint8)
-        return rng.normal(size=(seeds, batch, *shape)).astype(np.float32)
-
-    return [
-        Batch(
-            obs=obs(),
-            action=rng.integers(0, N_ACTIONS, size=(seeds, batch)).astype(np.int32),
-            reward=rng.normal(size=(seeds, batch)).astype(np.float32),
-            discount=np.full((seeds, batch), 0.99, np.float32),
-            next_obs=obs(),
-            weight=np.ones((seeds, batch), np.float32),
-        )
-        for _ in range(count)
-    ]
-
-
-def make_family(kind: str, setup: str | tuple, torso_module: nn.Module | None = None):
-    """The CQL family of ``setup``; ``torso_module`` replaces the named torso (a network not in the package)."""
-    torso, shape, dtype, _, widths = SETUPS[setup] if isinstance(setup, str) else setup
-    critic = CriticConfig(kind=kind, K=None if kind in ("td", "tdrc") else 5, T=2000)
-    family = make_discrete_family(
-        critic,
-        N_ACTIONS,
-        np.zeros((1, *shape), dtype),
-        torso="mlp" if torso_module is not None else torso,
-        mlp_hidden=widths,
-        head_hidden=512,
-        lr=5e-5,
-        adam_eps=3.125e-4,
-        cql_alpha=0.1,
-    )
-    if torso_module is not None:
-        family = dataclasses.replace(family, net=dataclasses.replace(family.net, torso=torso_module))
-    return family
-
-
-def chunk_timer(
-    family,
-    setup: str | tuple,
-    driver: str,
-    seeds: int,
-    chunk: int,
-    strategy: str = "auto",
-    cpu_time: list | None = None,
-    options: dict | None = None,
-) -> Callable[[], float]:
-    """A function that runs one chunk of ``chunk`` updates of ``seeds`` seeds in one program (seed
-    strategy ``strategy``) and returns its wall time per update in ms, appending the process's CPU
-    time per update to ``cpu_time`` if given; the chunk that compiles is run here, untimed. ``options``:
-    the XLA options the step is compiled with, by default those the package picks for the backend."""
-    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
-    options = choose_compiler_options() if options is None else options
-    run = make_chunk_runner(family.step, driver, strategy, options)
-    pool = random_batches(np.random.default_rng(0), setup, seeds, chunk)
-    batches = (
-        jax.device_put(jax.tree.map(lambda *xs: np.stack(xs), *pool)) if driver == "scan" else jax.device_put(pool)
-    )
-    box = [state]
-
-    def run_chunk() -> float:
-        started, cpu_started = time.perf_counter(), time.process_time()
-        box[0], aux = run(box[0], batches)
-        jax.block_until_ready((box[0], aux))
-        if cpu_time is not None:
-            cpu_time.append((time.process_time() - cpu_started) / chunk * 1000)
-        return (time.perf_counter() - started) / chunk * 1000
-
-    run_chunk()
-    if cpu_time is not None:
-        cpu_time.clear()
-    return run_chunk
 
 
 def ms_per_step(kind: str, setup: str, driver: str, seeds: int, chunk: int, repeats: int) -> float:

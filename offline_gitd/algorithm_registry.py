@@ -22,8 +22,6 @@ registry (:mod:`offline_gitd.critic_registry`, docs/critic-plugins.md).
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -31,7 +29,7 @@ from typing import Any
 
 from offline_gitd.choices import NO_CRITIC, did_you_mean
 from offline_gitd.errors import ConfigError
-from offline_gitd.records import by_name, load_plugins
+from offline_gitd.records import Registry, import_target
 
 ENTRY_POINT_GROUP = "offline_gitd.algorithms"
 ACTION_KINDS = ("discrete", "continuous")
@@ -104,21 +102,12 @@ class AlgorithmSpec:
 
     def load_family(self) -> Callable[..., Any]:
         """The family builder (imports its module: JAX, on first use)."""
-        return _import(self.family, self.name)
+        return import_target(self.family, f"algorithm {self.name!r}: cannot import its family builder")
 
 
 def _or(names: tuple[str, ...] | list[str]) -> str:
     """``a``, ``a or b``, ``a, b or c``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
-
-
-@functools.cache
-def _import(target: str, name: str) -> Callable[..., Any]:
-    module, _, attribute = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(f"algorithm {name!r}: cannot import its family builder {target!r} ({err})") from None
 
 
 BUILTIN: tuple[AlgorithmSpec, ...] = (
@@ -181,40 +170,38 @@ BUILTIN: tuple[AlgorithmSpec, ...] = (
         },
     ),
 )
-_in_process: dict[str, AlgorithmSpec] = {}
-
-
-@functools.cache
-def _plugins() -> tuple[AlgorithmSpec, ...]:
-    """The installed plug-ins' records, read once per process."""
-    return load_plugins(entry_points(group=ENTRY_POINT_GROUP), AlgorithmSpec, "algorithm")
+ALGORITHMS: Registry[AlgorithmSpec] = Registry(
+    "algorithm",
+    AlgorithmSpec,
+    ENTRY_POINT_GROUP,
+    BUILTIN,
+    points=lambda group: entry_points(group=group),  # this module's name, read when called
+    source=lambda spec: f"family {spec.family}",
+    suggest=did_you_mean,
+)
+_plugins = ALGORITHMS.plugins  # the installed plug-ins' records, read once per process
 
 
 def algorithm_specs() -> dict[str, AlgorithmSpec]:
     """Every algorithm by name: the package's four, then installed plug-ins, then those registered here."""
-    return by_name((*BUILTIN, *_plugins(), *_in_process.values()), "algorithm", lambda spec: f"family {spec.family}")
+    return ALGORITHMS.records()
 
 
 def algorithm_names() -> tuple[str, ...]:
     """The names ``--algo`` accepts."""
-    return tuple(algorithm_specs())
+    return ALGORITHMS.names()
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
     """The record of algorithm ``name``; an unknown name is one line listing the known ones."""
-    specs = algorithm_specs()
-    if name not in specs:
-        raise ConfigError(f"unknown algorithm {name!r}; choose one of {', '.join(specs)}{did_you_mean(name, specs)}")
-    return specs[name]
+    return ALGORITHMS.get(name)
 
 
 def register_algorithm(spec: AlgorithmSpec) -> None:
     """Add an algorithm in this process (a notebook, a test); installed packages use the entry point."""
-    if spec.name in algorithm_specs():
-        raise ConfigError(f"an algorithm named {spec.name!r} is already registered")
-    _in_process[spec.name] = spec
+    ALGORITHMS.register(spec)
 
 
 def unregister_algorithm(name: str) -> None:
     """Remove an algorithm added by :func:`register_algorithm`."""
-    _in_process.pop(name, None)
+    ALGORITHMS.unregister(name)

@@ -19,8 +19,6 @@ until its record is needed); :func:`register_critic` adds one in process.
 
 from __future__ import annotations
 
-import functools
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -28,7 +26,7 @@ from typing import Any
 
 from offline_gitd.choices import HEAD_LAYOUTS
 from offline_gitd.errors import ConfigError
-from offline_gitd.records import by_name, load_plugins
+from offline_gitd.records import Registry, import_target
 
 ENTRY_POINT_GROUP = "offline_gitd.critics"
 # What a critic's targets bootstrap from (docs/critics.md):
@@ -106,16 +104,7 @@ class CriticSpec:
 
     def load_loss(self) -> Callable[..., Any]:
         """The loss function (imports its module: JAX, on first use)."""
-        return _import(self.loss, self.name)
-
-
-@functools.cache
-def _import(target: str, name: str) -> Callable[..., Any]:
-    module, _, attribute = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError(f"critic {name!r}: cannot import its loss {target!r} ({err})") from None
+        return import_target(self.loss, f"critic {self.name!r}: cannot import its loss")
 
 
 BUILTIN: tuple[CriticSpec, ...] = (
@@ -141,40 +130,38 @@ BUILTIN: tuple[CriticSpec, ...] = (
         max_K=None,
     ),
 )
-_in_process: dict[str, CriticSpec] = {}
-
-
-@functools.cache
-def _plugins() -> tuple[CriticSpec, ...]:
-    """The installed plug-ins' records, read once per process."""
-    return load_plugins(entry_points(group=ENTRY_POINT_GROUP), CriticSpec, "critic")
+CRITICS: Registry[CriticSpec] = Registry(
+    "critic",
+    CriticSpec,
+    ENTRY_POINT_GROUP,
+    BUILTIN,
+    points=lambda group: entry_points(group=group),  # this module's name, read when called
+    source=lambda spec: f"loss {spec.loss}",
+    unknown_label="critic kind",
+)
+_plugins = CRITICS.plugins  # the installed plug-ins' records, read once per process
 
 
 def critic_specs() -> dict[str, CriticSpec]:
     """Every critic by name: the paper's four, then installed plug-ins, then those registered here."""
-    return by_name((*BUILTIN, *_plugins(), *_in_process.values()), "critic", lambda spec: f"loss {spec.loss}")
+    return CRITICS.records()
 
 
 def critic_names() -> tuple[str, ...]:
     """The names ``--critic`` accepts."""
-    return tuple(critic_specs())
+    return CRITICS.names()
 
 
 def critic_spec(name: str) -> CriticSpec:
     """The record of critic ``name``; an unknown name is one line listing the known ones."""
-    specs = critic_specs()
-    if name not in specs:
-        raise ConfigError(f"unknown critic kind {name!r}; choose one of {', '.join(specs)}")
-    return specs[name]
+    return CRITICS.get(name)
 
 
 def register_critic(spec: CriticSpec) -> None:
     """Add a critic in this process (a notebook, a test); installed packages use the entry point."""
-    if spec.name in critic_specs():
-        raise ConfigError(f"a critic named {spec.name!r} is already registered")
-    _in_process[spec.name] = spec
+    CRITICS.register(spec)
 
 
 def unregister_critic(name: str) -> None:
     """Remove a critic added by :func:`register_critic`."""
-    _in_process.pop(name, None)
+    CRITICS.unregister(name)

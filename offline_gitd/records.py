@@ -4,15 +4,19 @@ A critic (:mod:`offline_gitd.critic_registry`) and an offline algorithm
 (:mod:`offline_gitd.algorithm_registry`) are both plain records found by name: the package's own,
 then those installed packages declare under an entry-point group (docs/critic-plugins.md,
 docs/adding-a-learner.md), then those registered in the process. How a plug-in is loaded and
-checked, and how two records of one name are refused, is the same for both, so it is written once
-here; each registry keeps its own record type, entry-point group and messages.
+checked, how two records of one name are refused, how a record's ``"module:attribute"`` is
+imported and how a name is looked up are the same for both, so they are written once here as
+:class:`Registry`; each registry is an instance with its own record type, entry-point group and
+words (:data:`offline_gitd.critic_registry.CRITICS`, :data:`offline_gitd.algorithm_registry.ALGORITHMS`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import functools
+import importlib
+from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import EntryPoint
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from offline_gitd.errors import ConfigError
 
@@ -49,3 +53,77 @@ def by_name(records: Iterable[Record], kind: str, source: Callable[[Any], str]) 
             raise ConfigError(f"two {kind}s are named {name!r} ({source(named[name])} and {source(record)})")
         named[name] = record
     return named
+
+
+@functools.cache
+def import_target(target: str, where: str) -> Any:
+    """The attribute ``target`` (``"module:attribute"``) names, imported on first use; one that
+    cannot be imported is one line, ``where`` naming whose it is ("critic 'x': cannot import its
+    loss")."""
+    module, _, attribute = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(f"{where} {target!r} ({err})") from None
+
+
+class Registry(Generic[Record]):
+    """Named records: ``builtin``, then the plug-ins installed under the entry-point group
+    ``group`` (read once per process), then those registered in the process.
+
+    ``points(group)`` lists the installed entry points (``importlib.metadata.entry_points``, looked
+    up by the registry's module when called, so a test can stand in for it); ``source(record)``
+    says where a record comes from when two share a name; ``unknown(name, names)`` is the end of
+    the one line refusing an unknown name (a did-you-mean, or nothing).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        record_type: type[Record],
+        group: str,
+        builtin: Sequence[Record],
+        points: Callable[[str], Iterable[EntryPoint]],
+        source: Callable[[Record], str],
+        unknown_label: str | None = None,
+        suggest: Callable[[str, Iterable[str]], str] = lambda name, names: "",
+    ) -> None:
+        self.kind, self.record_type, self.group = kind, record_type, group
+        self.builtin = tuple(builtin)
+        self._points, self._source = points, source
+        self._unknown_label, self._suggest = unknown_label or kind, suggest
+        self._in_process: dict[str, Record] = {}
+        # read once per process; ``plugins.cache_clear()`` reads them again
+        self.plugins: Callable[[], tuple[Record, ...]] = functools.cache(self._load_plugins)
+
+    def _load_plugins(self) -> tuple[Record, ...]:
+        return load_plugins(self._points(self.group), self.record_type, self.kind)
+
+    def records(self) -> dict[str, Record]:
+        """Every record by name: the package's own, then installed plug-ins, then those registered here."""
+        return by_name((*self.builtin, *self.plugins(), *self._in_process.values()), self.kind, self._source)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.records())
+
+    def get(self, name: str) -> Record:
+        """The record ``name``; an unknown name is one line listing the known ones."""
+        records = self.records()
+        if name not in records:
+            raise ConfigError(
+                f"unknown {self._unknown_label} {name!r}; choose one of {', '.join(records)}"
+                f"{self._suggest(name, records)}"
+            )
+        return records[name]
+
+    def register(self, record: Record) -> None:
+        """Add a record in this process (a notebook, a test); installed packages use the entry point."""
+        name = getattr(record, "name")
+        if name in self.records():
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            raise ConfigError(f"{article} {self.kind} named {name!r} is already registered")
+        self._in_process[name] = record
+
+    def unregister(self, name: str) -> None:
+        """Remove a record added by :meth:`register`."""
+        self._in_process.pop(name, None)

@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # spends less effort turning them into machine code. `make test-slow` sets XLA_FLAGS empty, so the
 # real-scale runs compile as users' runs do; any XLA_FLAGS you set wins.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false")
-# Two CPU devices, as the command line asks for on a 2-core machine (offline_gitd/cpu_devices.py), with
+# Two CPU devices, as the command line asks for on a 2-core machine (offline_gitd/xla_start.py), with
 # whatever other XLA_FLAGS are set (make test-slow's empty ones included): the offline runs of the suite
 # spread their seeds over them as users' runs do. A device count of your own in XLA_FLAGS wins.
 if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:

@@ -27,7 +27,7 @@ from offline_gitd.leaderboard.schema import COLUMNS, read_rows  # noqa: E402
 from offline_gitd.leaderboard.submit import submit  # noqa: E402
 from offline_gitd.online.config import OnlineConfig  # noqa: E402
 from offline_gitd.online.schedules import utd_fraction  # noqa: E402
-from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+from tests.support.runs import write_run  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # Generous: each case must fail in well under a second once the libraries are imported; the

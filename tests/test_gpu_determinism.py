@@ -1,6 +1,6 @@
 """XLA's deterministic GPU options, and one CPU device per core, are asked for before JAX starts,
-unless the user chose otherwise (offline_gitd/gpu_determinism.py, docs/bounds.md#determinism;
-offline_gitd/cpu_devices.py, docs/offline.md#seeds)."""
+unless the user chose otherwise (offline_gitd/xla_start.py, docs/bounds.md#determinism,
+docs/offline.md#seeds)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,17 @@ import sys
 
 import pytest
 
-from offline_gitd import cpu_devices
-from offline_gitd.cpu_devices import CHOICE, DEVICE_COUNT_FLAG, request_cpu_devices, usable_cores
+from offline_gitd import xla_start
 from offline_gitd.errors import UsageError
-from offline_gitd.gpu_determinism import DETERMINISTIC_GPU_FLAGS, OPT_OUT, request_deterministic_gpu
+from offline_gitd.xla_start import (
+    CHOICE,
+    DETERMINISTIC_GPU_FLAGS,
+    DEVICE_COUNT_FLAG,
+    OPT_OUT,
+    request_cpu_devices,
+    request_deterministic_gpu,
+    usable_cores,
+)
 
 
 def test_the_options_are_added_to_whatever_xla_flags_hold() -> None:
@@ -66,14 +73,14 @@ def test_the_cli_asks_before_jax_starts_and_provenance_records_it() -> None:
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout.strip().splitlines()[-1])
     assert record["code"] == 0
-    cores = usable_cores()  # and one CPU device per core (offline_gitd/cpu_devices.py)
+    cores = usable_cores()  # and one CPU device per core (offline_gitd/xla_start.py)
     per_core = [f"{DEVICE_COUNT_FLAG}={cores}"] if cores > 1 else []
     assert record["flags"] == " ".join([*DETERMINISTIC_GPU_FLAGS, *per_core])
     assert record["device"]["xla_flags"] == record["flags"] and record["device"]["backend"] == "cpu"
     assert record["device"]["cpu_devices"] == cores
 
 
-# One CPU device per core (offline_gitd/cpu_devices.py): asked for the same way, the user's choice kept.
+# One CPU device per core (offline_gitd/xla_start.py): asked for the same way, the user's choice kept.
 @pytest.mark.parametrize(
     ("environ", "cores", "added"),
     [
@@ -89,7 +96,7 @@ def test_the_cli_asks_before_jax_starts_and_provenance_records_it() -> None:
 def test_one_cpu_device_per_core_unless_the_user_chose(
     environ: dict[str, str], cores: int, added: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cpu_devices, "usable_cores", lambda: cores)
+    monkeypatch.setattr(xla_start, "usable_cores", lambda: cores)
     before = dict(environ)
     assert request_cpu_devices(environ) == added
     if added is None:

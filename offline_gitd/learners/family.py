@@ -1,8 +1,8 @@
 """A learner family bundles what the run loop needs from an algorithm: init, step, act.
 
-The run loop (``run.py``) and the online loop drive any family the same way, so the discrete
-(CQL-DQN / DQN) and continuous (CQL-SAC / SAC) families share every line of looping, logging,
-checkpointing and resuming.
+The offline loop (``offline/loop.py``) and the online loop (``online/loop.py``) drive any family
+the same way, so the discrete (CQL-DQN / DQN) and continuous (CQL-SAC / SAC) families share every
+line of looping, logging, checkpointing and resuming.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A vmapped program over every seed keeps the CPU's cores only partly busy: its products are a few
 dozen rows per seed, too small for XLA to split over the cores. With one JAX CPU device per core
-(:func:`offline_gitd.cpu_devices.request_cpu_devices`), the chunk runner below gives each device a
+(:func:`offline_gitd.xla_start.request_cpu_devices`), the chunk runner below gives each device a
 contiguous group of seeds and dispatches the groups' programs back to back; each device runs its
 own, so the groups run at once. A seed's updates do not depend on which group it is in: every seed
 is its own slice of the vmapped step, and the grouped updates are the same bit for bit

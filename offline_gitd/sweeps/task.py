@@ -44,8 +44,7 @@ def _device_settings(gpus: float, cpus: float) -> None:
     per core the spec gives the run (``[resources] cpus``), not per core of the node, which the
     node's other runs share. Too late in a reused worker whose JAX already started: the first
     task's settings stand, and every task of a sweep asks for the same."""
-    from offline_gitd.cpu_devices import CHOICE
-    from offline_gitd.xla_start import prepare_xla
+    from offline_gitd.xla_start import CHOICE, prepare_xla
 
     if gpus <= 0:
         os.environ.setdefault("JAX_PLATFORMS", "cpu")

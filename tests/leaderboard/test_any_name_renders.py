@@ -15,7 +15,7 @@ import pytest
 
 from offline_gitd.cli import main, short_names
 from offline_gitd.leaderboard.schema import read_rows
-from tests.leaderboard.test_leaderboard_synthetic import write_run
+from tests.support.runs import write_run
 
 LONG = "g" * 20_000
 MATHTEXT = "$\\foo{$"

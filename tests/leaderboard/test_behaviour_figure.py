@@ -27,7 +27,7 @@ from offline_gitd.leaderboard.behaviour import (
 from offline_gitd.leaderboard.board_references import DatasetReference, encode_references, read_references
 from offline_gitd.leaderboard.plot import behaviour_figure
 from offline_gitd.leaderboard.reference import MINATAR_ENVS, PublishedPoint, minatar_dqn_curve
-from tests.leaderboard.test_leaderboard_synthetic import write_run
+from tests.support.runs import write_run
 
 ROOT = Path(__file__).resolve().parents[2]
 MINATAR_BOARD = ROOT / "leaderboards" / "minatar_offline" / "board.csv"

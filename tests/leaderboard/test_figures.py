@@ -4,7 +4,6 @@ method selection, rliable's other estimates, and the committed examples regenera
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from offline_gitd.leaderboard.plot import (  # noqa: E402
 )
 from offline_gitd.leaderboard.show import load_scored  # noqa: E402
 from offline_gitd.leaderboard.stats import summarise  # noqa: E402
-from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+from tests.support.runs import write_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "leaderboards" / "figures"
@@ -161,8 +160,7 @@ def test_plot_formats_dpi_methods_and_raw_returns(board: Path, analysed, tmp_pat
 def test_committed_example_figures_regenerate() -> None:
     """leaderboards/figures/ holds one of each figure; the numbers behind them must still come
     out of the board they were drawn from (point estimates: they do not depend on --reps)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from example_figures import example_data
+    from benchmarks.example_figures import example_data
 
     committed = json.loads((EXAMPLES / "figure_data.json").read_text())
     for name in ("aggregate", "per_env", "per_env_return", "intervals", "profile"):

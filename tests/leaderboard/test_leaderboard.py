@@ -26,7 +26,7 @@ from offline_gitd.leaderboard.schema import (  # noqa: E402
     read_rows,
 )
 from offline_gitd.leaderboard.stats import summarise  # noqa: E402
-from tests.leaderboard.test_leaderboard_synthetic import result_record  # noqa: E402
+from tests.support.runs import result_record  # noqa: E402
 
 RLU_GAMES = (
     "Alien Amidar Assault Asterix Atlantis BankHeist BattleZone BeamRider Boxing Breakout Carnival "

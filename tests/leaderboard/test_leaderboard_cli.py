@@ -13,7 +13,7 @@ import pytest
 
 from offline_gitd.cli import main  # noqa: E402
 from offline_gitd.leaderboard.show import HEADER  # noqa: E402
-from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+from tests.support.runs import write_run  # noqa: E402
 
 METHODS = {("cql", "td", 1, 0.0): 1.0, ("cql", "itd", 5, 0.0): 1.5, ("cql", "gitd", 5, 1.0): 2.0}
 

@@ -9,7 +9,7 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.leaderboard.submit import submit
-from tests.leaderboard.test_leaderboard_synthetic import write_run
+from tests.support.runs import write_run
 
 
 def board(root: Path, name: str, shift: float, extra: bool = False) -> Path:

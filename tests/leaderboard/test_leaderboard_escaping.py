@@ -14,7 +14,7 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.leaderboard.submit import STALE_AFTER_S  # noqa: E402
-from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+from tests.support.runs import write_run  # noqa: E402
 
 FORMULA = "=cmd|' /C calc'!A0"
 PIPE_AND_NEWLINE = "evil|col\nrow"

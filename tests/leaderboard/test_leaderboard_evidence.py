@@ -19,7 +19,7 @@ from offline_gitd.leaderboard.per_env import per_env_lines
 from offline_gitd.leaderboard.sensitivity import Aggregate, order_flips
 from offline_gitd.leaderboard.show import load
 from tests.leaderboard.test_leaderboard import row
-from tests.leaderboard.test_leaderboard_synthetic import write_run
+from tests.support.runs import write_run
 
 MINATAR = Path(__file__).resolve().parents[2] / "leaderboards" / "minatar_offline" / "board.csv"
 

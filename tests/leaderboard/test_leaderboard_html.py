@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from offline_gitd.cli import main  # noqa: E402
-from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+from tests.support.runs import write_run  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -14,7 +14,7 @@ from offline_gitd.cli import main  # noqa: E402
 from offline_gitd.leaderboard.board_references import read_references, references_path  # noqa: E402
 from offline_gitd.leaderboard.schema import read_rows  # noqa: E402
 from offline_gitd.leaderboard.submit import STALE_AFTER_S, _host, submit  # noqa: E402
-from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+from tests.support.runs import write_run  # noqa: E402
 
 
 def run(root: Path, name: str, **fields: object) -> Path:

@@ -25,7 +25,7 @@ from offline_gitd.leaderboard.schema import ResultRow, read_rows
 from offline_gitd.leaderboard.show import load
 from offline_gitd.leaderboard.stats import summarise
 from offline_gitd.online.config import OnlineConfig
-from tests.leaderboard.test_leaderboard_synthetic import write_run
+from tests.support.runs import write_run
 
 BREAKOUT = "offline_gitd/minatar-breakout/dqn-replay-1m-v0"
 

@@ -15,7 +15,7 @@ from offline_gitd.leaderboard.identity import pooling_warnings
 from offline_gitd.leaderboard.normalise import to_frame
 from offline_gitd.leaderboard.schema import COLUMNS, PREVIOUS_COLUMNS, SchemaError, is_legacy, read_rows
 from offline_gitd.leaderboard.submit import submit
-from tests.leaderboard.test_leaderboard_synthetic import write_run
+from tests.support.runs import write_run
 
 D1, D2 = "a" * 64, "b" * 64
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from offline_gitd.cli import main
 from offline_gitd.leaderboard.schema import ResultRow, row_kind, row_kind_of, shorten
-from tests.leaderboard.test_leaderboard_synthetic import result_record, write_run
+from tests.support.runs import result_record, write_run
 
 OWN = "offline_gitd/CartPole-v1/dqn-v0"  # a dataset the package collected: in no registry
 

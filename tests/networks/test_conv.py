@@ -22,8 +22,8 @@ from offline_gitd.critics import CriticConfig
 from offline_gitd.learners.family import make_discrete_family
 from offline_gitd.networks import make_torso, minatar
 from offline_gitd.networks.conv import Conv
+from tests.support.trees import assert_trees_close
 
-RTOL, ATOL = 2e-5, 2e-5
 # torso -> a small frame size it accepts
 SMALL_FRAMES = {"minatar": 10}
 
@@ -36,15 +36,6 @@ def reference_conv(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.setattr(minatar, "Conv", nn.Conv)
 
     return use
-
-
-def _assert_trees_close(actual: Any, expected: Any, rtol: float = RTOL, atol: float = ATOL) -> None:
-    assert jax.tree.structure(actual) == jax.tree.structure(expected)
-    for path, a, e in zip(
-        jax.tree_util.tree_leaves_with_path(actual), jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True
-    ):
-        assert np.shape(a) == np.shape(e), path[0]
-        np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=rtol, atol=atol, err_msg=str(path[0]))
 
 
 @pytest.mark.parametrize(
@@ -64,14 +55,14 @@ def test_conv_matches_flax_conv(kernel, strides, padding, size) -> None:
     x = jnp.asarray(np.random.default_rng(0).normal(size=(3, size, size + 2, 5)), jnp.float32)
     ours, ref = Conv(7, kernel, strides, padding), nn.Conv(7, kernel, strides, padding)
     params = ref.init(jax.random.key(1), x)
-    _assert_trees_close(ours.init(jax.random.key(1), x), params, rtol=0, atol=0)
+    assert_trees_close(ours.init(jax.random.key(1), x), params, rtol=0, atol=0)
     params = jax.tree.map(lambda p: p + 0.1, params)  # a non-zero bias too
-    _assert_trees_close(ours.apply(params, x), ref.apply(params, x))
+    assert_trees_close(ours.apply(params, x), ref.apply(params, x))
     # per-seed parameters drawn by NumPy: a vmapped flax init would compile JAX's PRNG for every shape
     rng = np.random.default_rng(2)
     seeds = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=(4, *p.shape)), jnp.float32), params)
     xs = jnp.stack([x + i for i in range(4)])
-    _assert_trees_close(jax.vmap(ours.apply)(seeds, xs), jax.vmap(ref.apply)(seeds, xs))
+    assert_trees_close(jax.vmap(ours.apply)(seeds, xs), jax.vmap(ref.apply)(seeds, xs))
 
 
 @pytest.mark.parametrize("name", list(SMALL_FRAMES))
@@ -85,9 +76,9 @@ def test_torsos_keep_their_parameters_and_outputs(name: str, reference_conv) -> 
     grads = jax.grad(lambda p: jnp.sum(torso.apply(p, frames) ** 2))(params)
     reference_conv()
     reference = make_torso(name)
-    _assert_trees_close(params, reference.init(jax.random.key(0), frames), rtol=0, atol=0)
-    _assert_trees_close(out, reference.apply(params, frames))
-    _assert_trees_close(grads, jax.grad(lambda p: jnp.sum(reference.apply(p, frames) ** 2))(params), rtol=1e-4)
+    assert_trees_close(params, reference.init(jax.random.key(0), frames), rtol=0, atol=0)
+    assert_trees_close(out, reference.apply(params, frames))
+    assert_trees_close(grads, jax.grad(lambda p: jnp.sum(reference.apply(p, frames) ** 2))(params), rtol=1e-4)
 
 
 def _frame_batches(size: int, seeds: int, count: int) -> list[Batch]:
@@ -133,5 +124,5 @@ def test_training_steps_are_unchanged(kind: str, torso: str, reference_conv) -> 
     state, metrics = _train(kind, torso, batches)
     reference_conv()
     expected_state, expected_metrics = _train(kind, torso, batches)
-    _assert_trees_close(metrics, expected_metrics, rtol=1e-4, atol=1e-5)
-    _assert_trees_close(state, expected_state, rtol=1e-4, atol=1e-6)
+    assert_trees_close(metrics, expected_metrics, rtol=1e-4, atol=1e-5)
+    assert_trees_close(state, expected_state, rtol=1e-4, atol=1e-6)

@@ -25,7 +25,7 @@ from offline_gitd.learners.family import make_continuous_family, make_discrete_f
 from offline_gitd.networks import heads, minatar, torsos
 from offline_gitd.networks.dense import Dense, matmul
 from tests.learners.test_seed_strategy import ACT_DIM, N_ACTIONS, OBS_DIM, SEEDS, batches
-from tests.networks.test_conv import _assert_trees_close
+from tests.support.trees import assert_trees_close
 
 # every module that builds the package's Dense
 MODULES_WITH_DENSE = (heads, minatar, torsos, actor, bc, iql)
@@ -38,14 +38,14 @@ def test_dense_matches_flax_dense(shape: tuple[int, ...]) -> None:
     x = jnp.asarray(np.random.default_rng(0).normal(size=shape), jnp.float32)
     ours, ref = Dense(5), nn.Dense(5)
     params = ref.init(jax.random.key(1), x)
-    _assert_trees_close(ours.init(jax.random.key(1), x), params, rtol=0, atol=0)
+    assert_trees_close(ours.init(jax.random.key(1), x), params, rtol=0, atol=0)
     params = jax.tree.map(lambda p: p + 0.1, params)  # a non-zero bias too
-    _assert_trees_close(ours.apply(params, x), ref.apply(params, x))
+    assert_trees_close(ours.apply(params, x), ref.apply(params, x))
 
     def loss(module: nn.Module, p: Any, inputs: jnp.ndarray) -> jnp.ndarray:
         return jnp.sum(jnp.sin(module.apply(p, inputs)))
 
-    _assert_trees_close(
+    assert_trees_close(
         jax.grad(functools.partial(loss, ours), argnums=(0, 1))(params, x),
         jax.grad(functools.partial(loss, ref), argnums=(0, 1))(params, x),
         rtol=RTOL,
@@ -67,7 +67,7 @@ def test_gradients_are_the_products_written_out() -> None:
     np.testing.assert_allclose(np.asarray(dkernel), np.einsum("sni,snj->sij", x, c), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(dx), np.einsum("snj,sij->sni", c, kernel), rtol=1e-5, atol=1e-5)
     dx0, dkernel0 = jax.grad(loss, argnums=(0, 1))(as32(x[0]), as32(kernel[0]), as32(c[0]))
-    _assert_trees_close((dx0, dkernel0), (dx[0], dkernel[0]), rtol=RTOL, atol=ATOL)
+    assert_trees_close((dx0, dkernel0), (dx[0], dkernel[0]), rtol=RTOL, atol=ATOL)
 
 
 @pytest.fixture
@@ -120,5 +120,5 @@ def test_training_steps_are_unchanged(case: str, flax_dense) -> None:
     state, metrics = _two_steps(case)
     flax_dense()
     expected_state, expected_metrics = _two_steps(case)
-    _assert_trees_close(metrics, expected_metrics, rtol=1e-4, atol=1e-5)
-    _assert_trees_close(state, expected_state, rtol=1e-4, atol=1e-6)
+    assert_trees_close(metrics, expected_metrics, rtol=1e-4, atol=1e-5)
+    assert_trees_close(state, expected_state, rtol=1e-4, atol=1e-6)

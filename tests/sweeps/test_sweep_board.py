@@ -27,7 +27,7 @@ from offline_gitd.sweeps.on_board import BoardCheck, Expected, recorded_hash
 from offline_gitd.sweeps.spec import expand, load_spec
 from offline_gitd.sweeps.state import SweepPaths
 from offline_gitd.sweeps.timings import TIMINGS_FILE, Piece, append_piece, read_pieces
-from tests.leaderboard.test_leaderboard_synthetic import result_record, write_run
+from tests.support.runs import result_record, write_run
 
 # Two tiny random-policy datasets and one tiny CQL run on each: two seeds, two epochs of 10
 # gradient steps, one evaluation episode of at most 20 steps after each epoch (4 rows a run).

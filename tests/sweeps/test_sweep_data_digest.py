@@ -20,8 +20,8 @@ from offline_gitd.sweeps.core import ON_BOARD, action
 from offline_gitd.sweeps.on_board import BoardCheck
 from offline_gitd.sweeps.spec import expand, load_spec
 from offline_gitd.sweeps.state import SweepPaths, write_state
-from tests.leaderboard.test_leaderboard_synthetic import result_record
 from tests.minari_fixtures import record_random_dataset
+from tests.support.runs import result_record
 
 pytestmark = pytest.mark.usefixtures("jax_compilation_cache")
 

@@ -13,7 +13,7 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.sweeps.core import is_complete
 from offline_gitd.sweeps.spec import expand, load_spec
 from offline_gitd.sweeps.state import SweepPaths, write_state
-from tests.leaderboard.test_leaderboard_synthetic import write_run  # noqa: E402
+from tests.support.runs import write_run  # noqa: E402
 
 SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 SHIPPED = {

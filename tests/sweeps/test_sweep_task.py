@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from offline_gitd.cpu_devices import CHOICE, DEVICE_COUNT_FLAG
-from offline_gitd.gpu_determinism import DETERMINISTIC_GPU_FLAGS
 from offline_gitd.sweeps import task
 from offline_gitd.sweeps.core import collect_entries, run_entry
 from offline_gitd.sweeps.spec import RunPlan, load_spec
 from offline_gitd.sweeps.state import SweepPaths
+from offline_gitd.xla_start import CHOICE, DETERMINISTIC_GPU_FLAGS, DEVICE_COUNT_FLAG
 
 SPECS = Path(__file__).resolve().parents[2] / "sweeps"
 
