@@ -1,0 +1,136 @@
+"""Every published table and quoted figure regenerates from its committed board
+(docs/reproducing.md#published-numbers).
+
+Three kinds of published number, each with the command that makes it:
+
+- generated blocks in the pages (:mod:`tests.published`): compared byte for byte;
+- whole files a board README names with ``> FILE`` (the boards' ``iqm.md``): compared byte for byte;
+- figures quoted in prose or in hand-laid tables: each must be on the line of its command's output
+  that holds its method (and env), formatted as the output formats it.
+
+Each command runs once, in this process (``tests.published.run`` caches its output).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.published import PAGES, ROOT, all_blocks, run
+
+BLOCKS = list(all_blocks())
+
+MINATAR_SHOW = (
+    "offline_gitd leaderboard show --board leaderboards/minatar_offline/board.csv --baseline cql:td "
+    "--normalise dqn-replay --format markdown"
+)
+PILOT_BASELINE = (
+    "offline_gitd leaderboard show --board leaderboards/minatar_pilot/board.csv --baseline cql:td "
+    "--normalise baseline --keep-flagged-envs"
+)
+# (file, the command its board README gives for it)
+FILES = (
+    ("leaderboards/minatar_offline/iqm.md", MINATAR_SHOW),
+    (
+        "leaderboards/minatar_pilot/iqm.md",
+        "offline_gitd leaderboard show --board leaderboards/minatar_pilot/board.csv --baseline cql:td --format markdown",
+    ),
+    (
+        "leaderboards/mujoco_offline/iqm.md",
+        "offline_gitd leaderboard show --board leaderboards/mujoco_offline/board.csv --baseline bc:none "
+        "--format markdown",
+    ),
+)
+# (page, quoted figure, command, what the output line holding it must also hold)
+FIGURES = (
+    ("README.md", "1.32 [1.25, 1.40]", MINATAR_SHOW, ("| cql:gitd |",)),
+    ("README.md", "1.09 [1.02, 1.16]", MINATAR_SHOW, ("| cql:tdrc |",)),
+    ("README.md", "1.10 [1.04, 1.18]", MINATAR_SHOW, ("| cql:itd |",)),
+    ("docs/reproducing.md", "1.32 [1.25, 1.40]", MINATAR_SHOW, ("| cql:gitd |",)),
+    ("docs/reproducing.md", "0.82 [0.73, 0.90]", MINATAR_SHOW, ("| cql:gitd |",)),
+    ("docs/reproducing.md", "1.09 [1.02, 1.16]", MINATAR_SHOW, ("| cql:tdrc |",)),
+    ("docs/reproducing.md", "1.10 [1.04, 1.18]", MINATAR_SHOW, ("| cql:itd |",)),
+    ("docs/reproducing.md", "1.40 [1.33, 1.47]", MINATAR_SHOW, ("| bc:none |",)),
+    ("docs/leaderboard.md", "1.16 [0.96, 1.47]", PILOT_BASELINE, ("cql:gitd ",)),
+    ("leaderboards/minatar_pilot/README.md", "1.16 [0.96, 1.47]", PILOT_BASELINE, ("cql:gitd ",)),
+)
+# The MinAtar results table of the README and of docs/reproducing.md: rows are methods, columns
+# games; each cell is the per-game line's mean final return [95% CI] of `show`.
+MINATAR_ROWS = {
+    "CQL td": "cql:td",
+    "CQL tdrc": "cql:tdrc",
+    "CQL itd (K = 5)": "cql:itd",
+    "CQL gitd (K = 5)": "cql:gitd",
+    "CQL gitd (K = 5, beta = 1)": "cql:gitd",
+    "behaviour cloning": "bc:none",
+}
+MINATAR_GAMES = ("Asterix-v1", "Breakout-v1", "Freeway-v1", "Seaquest-v1", "SpaceInvaders-v1")
+
+
+def flat(text: str) -> str:
+    """A command as a page shows it, one line: continuations joined, spaces collapsed."""
+    return " ".join(text.replace("\\\n", " ").split())
+
+
+def test_the_pages_have_generated_blocks() -> None:
+    # the check is not vacuous: the pages the issue named carry blocks, and every block names a command
+    pages = {block.page for block in BLOCKS}
+    assert {"docs/reproducing.md", "docs/getting-started.md", "leaderboards/minatar_offline/README.md"} <= pages
+    assert set(pages) <= set(PAGES)
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[block.name for block in BLOCKS])
+def test_a_generated_block_is_its_commands_output(block) -> None:
+    assert block.shown == run(block.command), (
+        f"{block.name} differs from `{block.command}`: run `python -m tests.published` to rewrite it"
+    )
+
+
+@pytest.mark.parametrize("path,command", FILES, ids=[path for path, _ in FILES])
+def test_a_committed_output_file_is_its_commands_output(path: str, command: str) -> None:
+    readme = (ROOT / path).parent / "README.md"
+    assert f"{command} > {path}" in flat(readme.read_text()), f"{readme} does not name the command of {path}"
+    assert (ROOT / path).read_text() == run(command) + "\n"
+
+
+@pytest.mark.parametrize("page,quote,command,holds", FIGURES, ids=[f"{p}:{q}" for p, q, _, _ in FIGURES])
+def test_a_quoted_figure_is_on_its_commands_line(page: str, quote: str, command: str, holds: tuple[str, ...]) -> None:
+    text = (ROOT / page).read_text()
+    assert quote in flat(text), f"{page} no longer quotes {quote}: update FIGURES"
+    assert flat(command.removeprefix("offline_gitd ")) in flat(text), f"{page} does not name `{command}`"
+    lines = [line for line in run(command).splitlines() if all(part in line for part in holds)]
+    assert lines, f"no line of `{command}` holds {holds}"
+    assert quote in lines[0], f"{page} quotes {quote}; `{command}` gives: {lines[0]}"
+
+
+def two_decimals(cell: str) -> str:
+    """'mean [low, high]' as the results tables print it, two decimals (`show` prints 4 significant
+    digits: 14 where the table has 14.00)."""
+    mean, low, high = (float(x) for x in re.findall(r"-?[0-9.]+", cell))
+    return f"{mean:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def per_game_cells(output: str) -> dict[tuple[str, str], str]:
+    """(game, method) -> 'mean [low, high]' from the per-env markdown table of `show`."""
+    cells = {}
+    for line in output.splitlines():
+        parts = [part.strip() for part in line.strip("|").split("|")]
+        if len(parts) > 3 and parts[0] in MINATAR_GAMES and "[" in parts[2]:
+            cells[(parts[0], parts[1])] = two_decimals(parts[2])
+    return cells
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/reproducing.md"])
+def test_the_minatar_results_table_is_the_boards(page: str) -> None:
+    cells = per_game_cells(run(MINATAR_SHOW))
+    rows = 0
+    for line in (ROOT / page).read_text().splitlines():
+        parts = [part.strip() for part in line.strip("|").split("|")]
+        if len(parts) == 1 + len(MINATAR_GAMES) and parts[0] in MINATAR_ROWS:
+            method = MINATAR_ROWS[parts[0]]
+            for game, shown in zip(MINATAR_GAMES, parts[1:], strict=True):
+                assert shown == cells[(game, method)], f"{page}: {parts[0]} on {game} reads {shown}"
+            rows += 1
+    assert rows == 5  # every method's row was found and checked
+    assert re.search(r"leaderboard show --board leaderboards/minatar_offline/board\.csv", (ROOT / page).read_text())
