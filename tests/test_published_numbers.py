@@ -42,8 +42,19 @@ FILES = (
         "--format markdown",
     ),
 )
+DEMO_SHOW = "offline_gitd leaderboard show --board leaderboards/example_demo.csv --baseline cql:td"
 # (page, quoted figure, command, what the output line holding it must also hold)
 FIGURES = (
+    ("docs/getting-started.md", "-115.8", DEMO_SHOW, ("lunarlander", "cql:tdrc")),
+    ("docs/getting-started.md", "0.008", DEMO_SHOW, ("lunarlander", "cql:tdrc")),
+    ("docs/getting-started.md", "-11.9", DEMO_SHOW, ("lunarlander", "cql:td ")),
+    ("docs/getting-started.md", "0.048", DEMO_SHOW, ("acrobot", "cql:tdrc")),
+    ("docs/getting-started.md", "0.05 [0.00, 0.15]", DEMO_SHOW, ("cql:tdrc",)),
+    ("docs/getting-started.md", "-106.5 [-124.6, -88.5]", DEMO_SHOW, ("acrobot", "cql:gitd")),
+    ("docs/getting-started.md", "-227.4 [-374.6, -110.8]", DEMO_SHOW, ("acrobot", "cql:td ")),
+    ("docs/getting-started.md", "0.143", DEMO_SHOW, ("acrobot", "cql:gitd")),
+    ("docs/getting-started.md", "-58.8", DEMO_SHOW, ("lunarlander", "cql:gitd")),
+    ("docs/getting-started.md", "0.079", DEMO_SHOW, ("lunarlander", "cql:gitd")),
     ("README.md", "1.32 [1.25, 1.40]", MINATAR_SHOW, ("| cql:gitd |",)),
     ("README.md", "1.09 [1.02, 1.16]", MINATAR_SHOW, ("| cql:tdrc |",)),
     ("README.md", "1.10 [1.04, 1.18]", MINATAR_SHOW, ("| cql:itd |",)),
