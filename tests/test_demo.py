@@ -8,11 +8,19 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.config.fields import parse_int_range
-from offline_gitd.demo import CRITICS, ENVS, QUICK, dataset_id
-
-pytestmark = pytest.mark.e2e
+from offline_gitd.demo import CRITICS, ENVS, FULL, QUICK, dataset_id
 
 
+def test_the_full_demo_prints_what_show_prints_for_its_board() -> None:
+    # the same replications and flagged-env rule as `leaderboard show`'s defaults, so the table the
+    # demo ends on is the one `show --board demo_out/leaderboard.csv --baseline cql:td` prints
+    # (docs/getting-started.md#the-demo shows it from the committed board)
+    from offline_gitd.leaderboard.command import DEFAULT_REPS
+
+    assert FULL.bootstrap_reps == DEFAULT_REPS and not FULL.keep_flagged_envs
+
+
+@pytest.mark.e2e
 def test_quick_demo_runs_the_whole_pipeline(tmp_path, capsys) -> None:
     out, data = tmp_path / "demo", tmp_path / "data"
     assert main(["demo", "--quick", "--out", str(out), "--data-dir", str(data), "--no-progress"]) == 0
