@@ -101,6 +101,17 @@ def _at_root() -> Iterator[None]:
         os.chdir(before)
 
 
+def benchmark(name: str):  # noqa: ANN201 - a script loaded as a module
+    """The module of ``benchmarks/NAME.py``, loaded once (registered, as dataclasses need)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    if name not in sys.modules:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 @cache
 def run(command: str) -> str:
     """What ``command`` prints on stdout, run in this process from the repository root, less its
@@ -116,12 +127,7 @@ def run(command: str) -> str:
             if code != 0:
                 raise RuntimeError(f"{command!r} exited {code}")
         elif argv[0] == "python" and argv[1].startswith("benchmarks/"):
-            spec = importlib.util.spec_from_file_location(Path(argv[1]).stem, ROOT / argv[1])
-            assert spec is not None and spec.loader is not None
-            module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
-            if spec.name not in sys.modules:
-                sys.modules[spec.name] = module  # dataclasses look their module up there
-                spec.loader.exec_module(module)
+            module = benchmark(Path(argv[1]).stem)
             saved = sys.argv
             sys.argv = argv[1:]
             try:

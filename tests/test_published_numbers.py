@@ -17,7 +17,7 @@ import re
 
 import pytest
 
-from tests.published import PAGES, ROOT, all_blocks, run
+from tests.published import PAGES, ROOT, all_blocks, benchmark, run
 
 BLOCKS = list(all_blocks())
 
@@ -145,3 +145,39 @@ def test_the_minatar_results_table_is_the_boards(page: str) -> None:
             rows += 1
     assert rows == 5  # every method's row was found and checked
     assert re.search(r"leaderboard show --board leaderboards/minatar_offline/board\.csv", (ROOT / page).read_text())
+
+
+def test_the_gym_boards_raw_tables_are_the_boards() -> None:
+    """leaderboards/gym_offline/README.md's raw-returns tables: `benchmarks/gym_offline.py --raw`'s
+    output. Its references (random, the data) need the datasets, which are not committed; the page
+    states them in its references table, so they are read from there, the boards' means and
+    intervals recomputed from the committed boards, and both tables compared byte for byte."""
+    gym = benchmark("gym_offline")
+    page = (ROOT / "leaderboards/gym_offline/README.md").read_text()
+    number = r"(-?[0-9.]+)"
+    refs = {}
+    for env in gym.DATASETS:
+        row = re.search(
+            rf"^\| {env} \| {number} \((\d+)\) \| {number} \| {number} \((\d+)\) \| {number} \((\d+) episodes, "
+            rf"([0-9,]+) steps\) \| {number} \| (\d+) of \d+ \|$",
+            page,
+            re.M,
+        )
+        assert row, f"no references row for {env}"
+        random, random_episodes, ref_min, data_all, episodes, data_kept, kept, steps, data_last, goals = row.groups()
+        refs[env] = gym.References(
+            random=float(random),
+            random_episodes=int(random_episodes),
+            ref_min_score=float(ref_min),
+            data_all=float(data_all),
+            data_kept=float(data_kept),
+            data_last=float(data_last),
+            episodes=int(episodes),
+            kept_episodes=int(kept),
+            kept_steps=int(steps.replace(",", "")),
+            goal_episodes=int(goals),
+        )
+    assert gym.references_table(refs) in page
+    tables = gym.raw_tables(ROOT / "leaderboards" / "gym_offline", refs)
+    assert tables.count("| CQL (td) | 10 |") == 8  # every board and env
+    assert tables.rstrip() in page
