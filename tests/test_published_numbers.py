@@ -123,16 +123,18 @@ def two_decimals(cell: str) -> str:
 
 
 def per_game_cells(output: str) -> dict[tuple[str, str], str]:
-    """(game, method) -> 'mean [low, high]' from the per-env markdown table of `show`."""
+    """(game, method) -> 'mean [low, high]' from the per-env markdown table of `show`, followed by
+    ' (p P; Holm H, BH B)' where the method is tested against the baseline."""
     cells = {}
     for line in output.splitlines():
         parts = [part.strip() for part in line.strip("|").split("|")]
-        if len(parts) > 3 and parts[0] in MINATAR_GAMES and "[" in parts[2]:
-            cells[(parts[0], parts[1])] = two_decimals(parts[2])
+        if len(parts) > 6 and parts[0] in MINATAR_GAMES and "[" in parts[2]:
+            tests = f" (p {parts[4].split()[0]}; Holm {parts[5]}, BH {parts[6]})" if parts[4] != "-" else ""
+            cells[(parts[0], parts[1])] = two_decimals(parts[2]) + tests
     return cells
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/reproducing.md"])
+@pytest.mark.parametrize("page", ["README.md", "docs/reproducing.md", "leaderboards/minatar_offline/README.md"])
 def test_the_minatar_results_table_is_the_boards(page: str) -> None:
     cells = per_game_cells(run(MINATAR_SHOW))
     rows = 0
@@ -141,7 +143,8 @@ def test_the_minatar_results_table_is_the_boards(page: str) -> None:
         if len(parts) == 1 + len(MINATAR_GAMES) and parts[0] in MINATAR_ROWS:
             method = MINATAR_ROWS[parts[0]]
             for game, shown in zip(MINATAR_GAMES, parts[1:], strict=True):
-                assert shown == cells[(game, method)], f"{page}: {parts[0]} on {game} reads {shown}"
+                expected = cells[(game, method)] if "(p " in shown else cells[(game, method)].split(" (p ")[0]
+                assert shown == expected, f"{page}: {parts[0]} on {game} reads {shown}"
             rows += 1
     assert rows == 5  # every method's row was found and checked
     assert re.search(r"leaderboard show --board leaderboards/minatar_offline/board\.csv", (ROOT / page).read_text())
@@ -181,3 +184,13 @@ def test_the_gym_boards_raw_tables_are_the_boards() -> None:
     tables = gym.raw_tables(ROOT / "leaderboards" / "gym_offline", refs)
     assert tables.count("| CQL (td) | 10 |") == 8  # every board and env
     assert tables.rstrip() in page
+
+
+def test_the_minatar_boards_aggregate_rows_are_shows() -> None:
+    """The aggregate table quoted in the MinAtar board's README: each row a line of `show`'s."""
+    output = run(MINATAR_SHOW).splitlines()
+    page = (ROOT / "leaderboards/minatar_offline/README.md").read_text().splitlines()
+    rows = [line for line in page if re.match(r"^\| (cql|bc):\S+ \| ", line)]
+    assert len(rows) == 5
+    for line in rows:
+        assert line in output, f"not a line of `{MINATAR_SHOW}`: {line}"
