@@ -201,3 +201,23 @@ def test_the_minatar_boards_aggregate_rows_are_shows() -> None:
     assert len(rows) == 5
     for line in rows:
         assert line in output, f"not a line of `{MINATAR_SHOW}`: {line}"
+
+
+def test_auto_is_documented_in_the_codes_order_of_references() -> None:
+    """`--normalise auto` takes the first reference kind every env has, in REFERENCE_ORDER; its help
+    and docs/leaderboard.md name the kinds in that order."""
+    import argparse
+
+    from offline_gitd.cli import build_parser
+    from offline_gitd.leaderboard.normalise import REFERENCE_ORDER
+
+    assert REFERENCE_ORDER == ("dqn-replay", "minari", "d4rl", "human")
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    board = next(a for a in subparsers.choices["leaderboard"]._actions if isinstance(a, argparse._SubParsersAction))
+    show = board.choices["show"]
+    help_text = flat(next(a.help for a in show._actions if "--normalise" in a.option_strings))
+    phrases = ("DQN-replay score", "ref_min/ref_max_score", "D4RL's", "human table")  # REFERENCE_ORDER's kinds
+    positions = [help_text.index(phrase) for phrase in phrases]
+    assert positions == sorted(positions), help_text
+    docs = flat((ROOT / "docs/leaderboard.md").read_text())
+    assert "the first of " + ", ".join(f"`{kind}`" for kind in REFERENCE_ORDER) in docs
