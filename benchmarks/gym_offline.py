@@ -7,6 +7,7 @@ Run by hand; the sweep is resumable, so an interrupted benchmark continues where
     .venv/bin/python -m benchmarks.gym_offline --out runs/gym_offline --report    # tables only
     .venv/bin/python -m benchmarks.gym_offline --out runs/gym_offline --address HEAD:6379  # on a cluster
     .venv/bin/python -m benchmarks.gym_offline --raw --data-dir D --out runs/gym_offline   # raw returns
+    .venv/bin/python -m benchmarks.gym_offline --claims        # the claims tables of the committed boards
 
 This is ``offline_gitd sweep sweeps/gym_offline.toml --out OUT`` (the spec holds the protocol:
 datasets, CQL settings, the 64 configurations, 10 seeds each) followed by the report: per (data
@@ -18,6 +19,12 @@ i-CQL more than Gi-CQL. ``--envs`` restricts the report to one env's runs.
 returns instead: per board and env, each method's mean over seeds with a 95% bootstrap interval,
 beside a uniformly random policy's return and the data's own return, both measured on the
 datasets under ``--data-dir`` (leaderboards/gym_offline/README.md).
+
+``--claims`` prints the report's table from the committed boards in ``--boards`` (no runs needed),
+as ``leaderboard show`` reads them today: 10,000 bootstrap replications and the flagged-env rule
+(an env whose CQL mean final return is within noise of zero is left out of the aggregate;
+``--keep-flagged-envs`` keeps it). docs/reproducing.md's tables are this output, checked by
+tests/test_published_numbers.py.
 """
 
 from __future__ import annotations
@@ -129,6 +136,50 @@ def report(args: argparse.Namespace, grid: list[RunSpec]) -> str:
             for _, key in COLUMNS
         ]
         lines.append(f"| {fraction:.0%} | {T} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+ENV_DATASETS = {"LunarLander-v3": "offline_gitd/lunarlander/*", "MountainCar-v0": "offline_gitd/mountaincar/*"}
+
+
+def claims_from_boards(boards: Path, envs: tuple[str, ...], reps: int, keep_flagged: bool) -> str:
+    """The report's table (every method's IQM AUC relative to CQL's, 95% CI) from the committed
+    per-setting boards, read as ``leaderboard show --normalise baseline`` reads them. A setting
+    whose every env is flagged (CQL's mean final return within noise of zero) has no aggregate
+    without ``keep_flagged``: its row says so rather than printing a ratio to noise."""
+    from offline_gitd.errors import UsageError
+    from offline_gitd.leaderboard.show import load
+    from offline_gitd.leaderboard.stats import summarise
+
+    lines = [
+        "| data | T | " + " | ".join(heading for heading, _ in COLUMNS) + " | envs |",
+        "| --- | --- | " + " | ".join("---" for _ in COLUMNS) + " | --- |",
+    ]
+    patterns = tuple(ENV_DATASETS[env] for env in envs)
+    for fraction, T in itertools.product(FRACTIONS, PERIODS):
+        board = boards / f"board-data{int(fraction * 100)}-T{T}.csv"
+        try:
+            loaded = load(board, "cql:td", "baseline", patterns, (), keep_flagged)
+        except UsageError:  # every env flagged: no aggregate to print
+            flagged = ", ".join(envs)
+            lines.append(
+                f"| {fraction:.0%} | {T} | "
+                + " | ".join("-" for _ in COLUMNS)
+                + f" | none ({flagged} flagged: CQL's mean final return within noise of zero) |"
+            )
+            continue
+        auc = {summary.method: summary.auc for summary in summarise(loaded.scored, loaded.baseline, reps, 0)}
+        cells = [
+            f"{auc[key].value:.2f} [{auc[key].low:.2f}, {auc[key].high:.2f}]" if key in auc else "n/a"
+            for _, key in COLUMNS
+        ]
+        kept = sorted(set(loaded.scored["env"]))
+        names = ", ".join(env for env, pattern in ENV_DATASETS.items() if any(e.startswith(pattern[:-1]) for e in kept))
+        dropped = [
+            env for env, pattern in ENV_DATASETS.items() if any(e.startswith(pattern[:-1]) for e in loaded.flagged)
+        ]
+        note = f" ({', '.join(dropped)} flagged, left out)" if dropped and not keep_flagged else ""
+        lines.append(f"| {fraction:.0%} | {T} | " + " | ".join(cells) + f" | {names}{note} |")
     return "\n".join(lines)
 
 
@@ -303,6 +354,16 @@ def main() -> None:
         help="only the raw-returns tables of the boards in --boards, against random and the data (needs the datasets)",
     )
     parser.add_argument(
+        "--claims",
+        action="store_true",
+        help="only the claims table from the committed boards in --boards (10,000 replications, as show)",
+    )
+    parser.add_argument(
+        "--keep-flagged-envs",
+        action="store_true",
+        help="with --claims: keep envs whose CQL mean is within noise of zero (as show's flag)",
+    )
+    parser.add_argument(
         "--boards", type=Path, default=BOARDS, help="the per-setting boards --raw reads (default: the committed ones)"
     )
     parser.add_argument(
@@ -313,6 +374,9 @@ def main() -> None:
     unknown = set(args.envs) - set(ENVS)
     if unknown:
         parser.error(f"unknown env(s) {', '.join(sorted(unknown))}; choose from {', '.join(ENVS)}")
+    if args.claims:
+        print(claims_from_boards(args.boards, args.envs, 10_000, args.keep_flagged_envs))
+        return
     if args.raw:
         text = raw_report(args)
         args.out.mkdir(parents=True, exist_ok=True)

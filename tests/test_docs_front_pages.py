@@ -179,8 +179,9 @@ def test_demo_help_and_the_readme_quote_the_documented_times() -> None:
     assert re.fullmatch(r"\d+ min \d+ s", full) and re.fullmatch(r"\d+ s", quick), (full, quick)
     description = _flat(_subparsers(build_parser())["demo"].description)
     assert full in description and f"--quick runs the same pipeline small, in about {quick}" in description
-    assert f"in one compiled program), and prints the board: {full} on 2 CPU cores" in _flat(
-        (REPO / "README.md").read_text()
+    assert (
+        f"in one compiled program), and ends on what `leaderboard show` prints for its board: {full} on 2 CPU cores"
+        in _flat((REPO / "README.md").read_text())
     )
 
 

@@ -306,7 +306,8 @@ def normalise(
     references (D4RL's formula). dqn-replay: (return - random) / (DQN replay - random).
     human: (return - random) / (human - random), Atari only (DQN Zoo's table).
     d4rl: 100 * (return - min) / (max - min), D4RL ids and the Minari ids mapped to them.
-    auto: per env the best of these that exists, else baseline (:func:`choose_normalisers`).
+    auto: one kind for every env, the first of REFERENCE_ORDER that every env has, else baseline
+    (:func:`auto_kind`).
     Also adds ``offset``, ``slope`` and ``normaliser`` (see the module docstring).
     """
     import numpy as np

@@ -87,13 +87,21 @@ def episodes_of(method_configs: pd.Series, suite: str, algorithm: str) -> int | 
 
 def offline_eval_episodes(suite: str, algorithm: str) -> int | None:
     """An offline algorithm's default evaluation episodes per seed in the domain named like
-    ``suite`` (config/paper.py's offline row); ``None`` for an online algorithm or another suite."""
-    from offline_gitd.algorithm_registry import algorithm_names
+    ``suite`` (config/paper.py's offline row, with the algorithm's own defaults for it); ``None`` for
+    an online algorithm. A suite that names no domain (``minari``: a dataset of any domain, as the
+    demo's are) gives the default every domain agrees on, which is then the run's whatever its
+    domain was, and ``None`` where they disagree."""
+    from offline_gitd.algorithm_registry import algorithm_specs
     from offline_gitd.config.paper import OFFLINE_DEFAULTS
 
-    offline = algorithm in algorithm_names() or algorithm.startswith("offline-")
-    row = OFFLINE_DEFAULTS.get(suite)
-    return int(row["eval_episodes"]) if offline and row and "eval_episodes" in row else None
+    specs = algorithm_specs()
+    if algorithm not in specs and not algorithm.startswith("offline-"):
+        return None
+    own = specs[algorithm].defaults if algorithm in specs else {}
+    domains = [suite] if suite in OFFLINE_DEFAULTS else list(OFFLINE_DEFAULTS)
+    found = {{**OFFLINE_DEFAULTS[domain], **own.get(domain, {})}.get("eval_episodes") for domain in domains}
+    value = found.pop() if len(found) == 1 else None
+    return None if value is None else int(value)
 
 
 def reference_lines(normalisers: Mapping[str, EnvNormaliser]) -> list[ReferenceLine]:

@@ -251,6 +251,8 @@ def test_episodes_per_seed_come_from_the_rows_or_the_domains_offline_default() -
     assert episodes_of(pd.Series(["defaults"]), "minatar", "offline-dqn") == minatar
     assert episodes_of(pd.Series([""]), "minatar", "cql") is None  # not recorded
     assert episodes_of(pd.Series(["defaults"]), "minatar", "dqn") is None  # online: training episodes
-    assert episodes_of(pd.Series(["defaults"]), "no-such-suite", "cql") is None
+    # a suite that names no domain (a Minari dataset of any domain): every domain's default is 10
+    assert episodes_of(pd.Series(["steps_per_epoch=5000"]), "minari", "cql") == minatar == 10
+    assert episodes_of(pd.Series(["defaults"]), "minari", "dqn") is None
     assert episodes_of(pd.Series(["eval_episodes=5", "eval_episodes=7"]), "minatar", "cql") is None
     assert episodes_of(pd.Series(["eval_episodes=5", "defaults"]), "minatar", "cql") is None
