@@ -32,10 +32,12 @@ or a checkpoint moves between the two loops (docs/minatar.md#the-games-in-jax):
   package caps every MinAtar episode at 10,000 steps (the ``minatar`` domain's horizon) through
   gymnasium's ``TimeLimit``, so ``truncated`` is true on the 10,000th step. pgx has no cap: the
   wrapper counts the steps;
+* a finished game: pgx does not step it at all, ``minatar`` still updates its last action; no loop
+  steps a finished episode (the next step starts a new one), so this is left as it is;
 * randomness lives in the state (the :class:`~offline_gitd.online.compiled.JaxEnv` protocol's
   ``step`` takes no key): the state carries a key, split once per step for pgx's draws.
 
-pgx's games agree with ``minatar``'s step for step when both get the same random draws
+With those fixes pgx's games agree with ``minatar``'s step for step when both get the same random draws
 (tests/envs/test_jax_minatar.py drives both from one stream of draws); only the random streams
 differ (JAX keys, not numpy's ``RandomState``), so runs agree in distribution, not episode by
 episode.

@@ -203,7 +203,10 @@ def choose_loop(cfg: OnlineConfig) -> tuple[str, str | None]:
         return "compiled", None
     if cfg.algo != "dqn" or cfg.env not in JAX_ENV_IDS:
         return "python", None
-    return "python", f"note: --loop auto runs the Python loop: {refusal.removeprefix('--loop compiled ')}"
+    return (
+        "python",
+        f"note: --loop auto runs the Python loop: the compiled loop {refusal.removeprefix('--loop compiled ')}",
+    )
 
 
 # ----------------------------------------------------------------------------- collect

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import itertools
 import math
 import re
@@ -306,13 +307,20 @@ def _field_types(cls: type) -> dict[str, dataclasses.Field]:
     return {field.name: field for field in dataclasses.fields(cls)}
 
 
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The config class's field types, evaluated once: a grid's every table entry checks its
+    fields against them, and evaluating the annotations is the bulk of a spec's validation."""
+    return typing.get_type_hints(cls)
+
+
 def _check_field(where: str, key: str, spec: SweepSpec, name: str, value: Any) -> Any:
     fields = _field_types(spec.config_class)
     if name in RESERVED:
         raise ConfigError(f"{where}: {key}: set by the sweep ({RESERVED[name]}); remove it")
     if name not in fields or (name == "algo" and spec.command != "train"):
         raise ConfigError(f"{where}: {key}: unknown field for {spec.command!r}{did_you_mean(name, fields)}")
-    kind = base_type(typing.get_type_hints(spec.config_class)[name])
+    kind = base_type(_type_hints(spec.config_class)[name])
     return coerce_value(where, key, fields[name], kind, value)
 
 

@@ -31,7 +31,7 @@ def test_auto_is_the_default_and_picks_the_compiled_loop_for_every_jax_env() -> 
     [
         (dict(env="LunarLander-v3"), "python", None),  # no JAX twin: the only loop there is, silently
         (dict(algo="sac", env="Pendulum-v1"), "python", None),
-        (dict(per=True), "python", "note: --loop auto runs the Python loop: does not support --per"),
+        (dict(per=True), "python", "note: --loop auto runs the Python loop: the compiled loop does not support --per"),
         (dict(n_step=3), "python", "does not support --n-step"),
         (dict(init_from="runs/offline"), "python", "does not support --init-from"),
         (dict(preset="strong"), "python", "does not support --preset strong"),
@@ -74,7 +74,7 @@ def test_the_default_runs_the_compiled_loop_and_an_unsupported_option_the_python
     assert json.loads((slow / "config.json").read_text())["config"]["loop"] == "python"
     notes = [line for line in capsys.readouterr().err.splitlines() if "note: --loop auto" in line]
     assert notes == [
-        "note: --loop auto runs the Python loop: does not support --per (it runs 1-step returns, "
+        "note: --loop auto runs the Python loop: the compiled loop does not support --per (it runs 1-step returns, "
         "uniform replay, fresh networks)"
     ]
 

@@ -191,7 +191,8 @@ def test_a_sweep_finishes_the_others_and_names_the_fix_of_a_damaged_run(tmp_path
     (failed,) = [line for line in report.splitlines() if "failed: " in line]
     assert str(paths.run_dir(plans["gitd"].name)) in failed and f"{damaged}:3 and {damaged}:4" in failed
     fix = (
-        f"offline_gitd online dqn --critic gitd --env CartPole-v1 --steps 100 --out {paths.run_dir(plans['gitd'].name)} "
+        f"offline_gitd online dqn --critic gitd --env CartPole-v1 --steps 100 --loop python "
+        f"--out {paths.run_dir(plans['gitd'].name)} "
         "--no-progress --overwrite"
     )
     assert fix in failed and "then run this sweep again" in failed

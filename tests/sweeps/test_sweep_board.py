@@ -41,7 +41,6 @@ retries = 0
 
 [[collect]]
 env = "CartPole-v1"
-loop = "python"
 steps = 300
 policy = "random"
 out = "offline_gitd/cartpole/random-300-v0"
