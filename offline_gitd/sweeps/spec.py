@@ -383,7 +383,9 @@ def config_argv(spec: SweepSpec, fields: Mapping[str, Any]) -> list[str]:
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + flag[2:])
         else:
-            argv += [flag, repr(value) if isinstance(value, float) else str(value)]
+            text = repr(value) if isinstance(value, float) else str(value)
+            # a value that starts with "-" (a dataset or env name a user chose) would read as a flag
+            argv += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
     if spec.command == "train" and spec.data_dir:
         argv += ["--data-dir", spec.data_dir]
     return argv
