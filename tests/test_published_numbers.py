@@ -44,6 +44,12 @@ FILES = (
     ),
 )
 DEMO_SHOW = "offline_gitd leaderboard show --board leaderboards/example_demo.csv --baseline cql:td"
+GPU_COMPARE = (
+    "offline_gitd leaderboard compare --board leaderboards/minatar_offline/board.csv --label CPU "
+    "--board leaderboards/minatar_offline/gpu/board.csv --label H100 --format markdown --reps 20000 --seed 0"
+)
+GPU_BETWEEN = f"{GPU_COMPARE} --between"
+GPU_CLAIMS = f"{GPU_COMPARE} --method cql:gitd --method cql:td --adjusted"
 # (page, quoted figure, command, what the output line holding it must also hold)
 FIGURES = (
     ("docs/getting-started.md", "-115.8", DEMO_SHOW, ("lunarlander", "cql:tdrc")),
@@ -73,6 +79,9 @@ FIGURES = (
         ("warning: bc:none and cql:gitd",),
     ),
     ("leaderboards/minatar_pilot/README.md", "1.16 [0.96, 1.47]", PILOT_BASELINE, ("cql:gitd ",)),
+    ("leaderboards/minatar_offline/README.md", "0 of 34 tests below 0.05", GPU_BETWEEN, ("smallest p",)),
+    ("leaderboards/minatar_offline/README.md", "smallest p is 0.091", GPU_BETWEEN, ("smallest p",)),
+    ("leaderboards/minatar_offline/README.md", "| 0.091 |", GPU_BETWEEN, ("| Seaquest-v1 | cql:tdrc |",)),
 )
 # The MinAtar results table of the README and of docs/reproducing.md: rows are methods, columns
 # games; each cell is the per-game line's mean final return [95% CI] of `show`.
@@ -192,6 +201,34 @@ def test_the_gym_boards_raw_tables_are_the_boards() -> None:
     tables = gym.raw_tables(ROOT / "leaderboards" / "gym_offline", refs)
     assert tables.count("| CQL (td) | 10 |") == 8  # every board and env
     assert tables.rstrip() in page
+
+
+GPU_GAMES = {"Asterix": "Asterix-v1", "Breakout": "Breakout-v1", "Seaquest": "Seaquest-v1"}
+GPU_GAMES["Space Invaders"] = "SpaceInvaders-v1"
+GPU_CLAIM = re.compile(
+    r"^  - (?P<game>[A-Za-z ]+): (?P<gitd>[\d.]+) against (?P<td>[\d.]+) \(p (?P<p>[\d.]+); "
+    r"(?:Holm (?P<holm>[\d.]+), BH (?P<bh>[\d.]+)|not significant, corrected or not)\)\.$"
+)
+
+
+def test_the_minatar_gpu_claims_are_compares() -> None:
+    # each claim of Gi-CQL against CQL td on the H100 board: the means, the permutation test and its
+    # Holm and BH adjustments over the board's 4 tests, as `compare --adjusted` prints them
+    page = (ROOT / "leaderboards/minatar_offline/README.md").read_text()
+    assert flat(GPU_CLAIMS.removeprefix("offline_gitd ")) in flat(page)
+    claims = [match for line in page.splitlines() if (match := GPU_CLAIM.match(line))]
+    assert sorted(claim["game"] for claim in claims) == sorted(GPU_GAMES)
+    rows = {tuple(cells[1:3]): cells for cells in (line.split(" | ") for line in run(GPU_CLAIMS).splitlines())}
+    assert "(5 on CPU, 4 on H100)" in run(GPU_CLAIMS)  # the adjustments' family on the H100 board: 4 tests
+    for claim in claims:
+        env = GPU_GAMES[claim["game"]]
+        gitd, td = rows[(f"| {env}", "cql:gitd")][7:11], rows[(f"| {env}", "cql:td")][7:11]
+        assert gitd[0].split(" [")[0] == claim["gitd"] and td[0].split(" [")[0] == claim["td"]
+        assert gitd[1] == claim["p"], claim.group(0)
+        if claim["holm"] is None:  # "not significant, corrected or not"
+            assert min(float(p) for p in gitd[1:]) >= 0.05, claim.group(0)
+        else:
+            assert (gitd[2], gitd[3]) == (claim["holm"], claim["bh"]), claim.group(0)
 
 
 def test_the_minatar_boards_aggregate_rows_are_shows() -> None:

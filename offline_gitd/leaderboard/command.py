@@ -274,13 +274,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--method", dest="methods", action="append", default=[], metavar="PATTERN", help="only these methods"
     )
     side.add_argument("--format", choices=("table", "markdown"), default="table", help="output format")
+    side.add_argument(
+        "--adjusted",
+        action="store_true",
+        help="add Holm's and Benjamini-Hochberg's adjustment of each board's p values (family: every test of "
+        "that board's table; pick it with --method)",
+    )
+    side.add_argument(
+        "--between",
+        action="store_true",
+        help="instead, test each config's two samples against each other: a permutation test of board A's "
+        "runs against board B's, of the final return and of the AUC, beside the random and data references",
+    )
     side.set_defaults(func=run_compare)
 
 
 def run_compare(args: argparse.Namespace) -> int:
     from offline_gitd.leaderboard.compare import compare
 
-    print(compare(args.boards, args.labels, args.baseline, args.format, args.reps, args.seed, args.envs, args.methods))
+    print(
+        compare(
+            args.boards,
+            args.labels,
+            args.baseline,
+            args.format,
+            args.reps,
+            args.seed,
+            args.envs,
+            args.methods,
+            adjusted=args.adjusted,
+            between=args.between,
+        )
+    )
     return 0
 
 
