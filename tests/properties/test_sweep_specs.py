@@ -187,7 +187,9 @@ def test_typed_specs_expand_to_cli_commands_or_one_line(spec: dict[str, Any]) ->
 @share(0.3)
 @given(data=st.binary(max_size=200) | st.text(max_size=200))
 @example(data="seeds = 1" + "0" * 5000)  # was a ValueError from tomllib (int() of 5001 digits)
-@example(data='command = "train"\n[fixed]\ndataset = "-minari:a/b-v0"\n[grid]\ncritic = ["td", "gitd"]\n')  # was an argparse error
+@example(
+    data='command = "train"\n[fixed]\ndataset = "-minari:a/b-v0"\n[grid]\ncritic = ["td", "gitd"]\n'
+)  # was an argparse error
 def test_any_bytes_are_a_spec_or_one_line(data: str | bytes) -> None:
     check_spec_or_one_line(data)
 
