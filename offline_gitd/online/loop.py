@@ -38,7 +38,7 @@ from offline_gitd.learners.drivers import (
     make_chunk_runner,
     make_update_then_act,
 )
-from offline_gitd.learners.family import Family
+from offline_gitd.learners.family import Family, seed_states
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo, make_online_env
 from offline_gitd.online.host_state import (
@@ -128,7 +128,7 @@ class OnlineRun:
         strategy = choose_seed_strategy("auto", cfg.torso)
         self.run_chunk = make_chunk_runner(family.step, self.driver, strategy, choose_compiler_options())
         seeds = jnp.asarray(self.seeds)
-        self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))
+        self.state = seed_states(family, seeds)
         self.origin = origin
         if origin is not None:
             self.state = origin.state
