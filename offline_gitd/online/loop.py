@@ -56,6 +56,7 @@ from offline_gitd.online.schedules import updates_after_step, utd_fraction
 from offline_gitd.online.windows import (
     EPISODE_COLUMNS,
     EPISODES_FILE,
+    ClosedWindow,
     Console,
     acting_epsilon,
     log_window,
@@ -314,18 +315,16 @@ class OnlineRun:
     def _log(self, step: int, elapsed: float) -> list[dict[str, Any]]:
         """Write the window ending at ``step`` (:func:`~offline_gitd.online.windows.log_window`)
         and start the next one."""
-        rows, results = log_window(
-            self.run,
-            self.cfg,
+        closed = ClosedWindow(
             step,
             [slot.seed for slot in self.slots],
             self.window.get("episodes", []),
             [slot.last_result for slot in self.slots],
             self.updates,
-            self.metric_columns,
             self.metrics,
             elapsed,
         )
+        rows, results = log_window(self.run, self.cfg, self.metric_columns, closed)
         for slot, value in zip(self.slots, results):
             slot.last_result = value
         self.window, self.metrics = {}, MetricWindow(per_sample_means=True)
