@@ -27,7 +27,7 @@ import numpy as np
 from offline_gitd.batch import Batch
 from offline_gitd.critics import CriticConfig
 from offline_gitd.learners.drivers import choose_compiler_options, choose_seed_strategy, make_chunk_runner
-from offline_gitd.learners.family import make_discrete_family
+from offline_gitd.learners.family import make_discrete_family, seed_states
 
 SETUPS = {
     # label -> (torso, obs shape, obs dtype, batch size, mlp widths)
@@ -98,7 +98,7 @@ def chunk_timer(
     strategy ``strategy``) and returns its wall time per update in ms, appending the process's CPU
     time per update to ``cpu_time`` if given; the chunk that compiles is run here, untimed. ``options``:
     the XLA options the step is compiled with, by default those the package picks for the backend."""
-    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
+    state = seed_states(family, jnp.arange(seeds))
     options = choose_compiler_options() if options is None else options
     strategy = choose_seed_strategy(strategy, (SETUPS[setup] if isinstance(setup, str) else setup)[0])
     run = make_chunk_runner(family.step, driver, strategy, options)
@@ -153,7 +153,7 @@ def load() -> str:
 
 def step_flops(family, setup: tuple) -> float:
     """FLOPs of one single-seed step, from XLA's cost analysis of the compiled program."""
-    state = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.arange(1)))
+    state = seed_states(family, jnp.arange(1), compiled=False)
     batch = random_batches(np.random.default_rng(0), setup, 1, 1)[0]
     cost = jax.jit(jax.vmap(family.step)).lower(state, batch).compile().cost_analysis()
     return float((cost[0] if isinstance(cost, list) else cost)["flops"])

@@ -46,6 +46,7 @@ from offline_gitd.batch import Batch
 from offline_gitd.data.episode_store import EpisodeStore, SegmentedRows
 from offline_gitd.data.replay import Replay
 from offline_gitd.learners.drivers import FrameChunk, choose_driver, make_chunk_runner
+from offline_gitd.learners.family import seed_states
 from offline_gitd.offline.feed import ChunkFeed
 
 BATCH = 32
@@ -227,7 +228,7 @@ def e2e_table(replay: Replay, feed: ChunkFeed, args: argparse.Namespace) -> dict
 
 
 def seeded_state(family: Any, seeds: int) -> Any:
-    return jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
+    return seed_states(family, jnp.arange(seeds))
 
 
 def device_timer(

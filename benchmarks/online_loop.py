@@ -62,6 +62,7 @@ from offline_gitd.learners.drivers import (
     choose_seed_strategy,
     make_chunk_runner,
 )
+from offline_gitd.learners.family import seed_states
 from offline_gitd.online.compiled import CompiledDQN, compiled_dqn
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.loop import OnlineRun, online_lifecycle
@@ -168,7 +169,7 @@ def train_floor(dataset: str, data_dir: Path, critic: str, seeds: int, window: i
     runner = feed.runner(family.step, choose_seed_strategy("auto", cfg.torso), choose_compiler_options())
     rngs = [np.random.default_rng(seed) for seed in range(seeds)]
     chunks = [feed.chunk(rngs, chunk) for _ in range(max(1, window // chunk) + 1)]
-    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(np.arange(seeds)))
+    state = seed_states(family, np.arange(seeds))
     state, aux = runner(state, chunks[0])  # compiles
     jax.block_until_ready(aux)
     start = time.perf_counter()

@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.harness import SETUPS, interleaved, make_family, matmul_timer, medians, random_batches, step_flops  # noqa: E402
 from offline_gitd.learners.drivers import choose_compiler_options, make_chunk_runner  # noqa: E402
+from offline_gitd.learners.family import seed_states  # noqa: E402
 from offline_gitd.learners.seed_groups import over_devices  # noqa: E402
 
 # label -> (setup, updates per timed call)
@@ -48,7 +49,7 @@ def timer(family, setup: tuple, seeds: int, chunk: int, grouped: bool):
     run = make_chunk_runner(family.step, "scan", "vmap", choose_compiler_options())
     if grouped:
         run = over_devices(run, jax.devices("cpu"))
-    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.arange(seeds)))
+    state = seed_states(family, jnp.arange(seeds))
     pool = random_batches(np.random.default_rng(0), setup, seeds, chunk)
     batches = jax.tree.map(lambda *xs: np.stack(xs), *pool)  # host arrays, as the feed hands them over
     box = [state]

@@ -134,8 +134,7 @@ class Run:
 
     def agent(self, epoch: int | None = None) -> Agent:
         """The learner restored from checkpoint ``epoch`` (default: the latest)."""
-        import jax
-        import jax.numpy as jnp
+        from offline_gitd.learners.family import seed_states
 
         saved = self.checkpoints()
         if not saved:
@@ -151,7 +150,7 @@ class Run:
 
             state = restore_learner(self.path, epoch, self.config, family)
         else:
-            like = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.asarray(self.seeds)))
+            like = seed_states(family, self.seeds, compiled=False)
             state = Checkpoints(self.path).restore(epoch, like)
         return Agent(family, state, tuple(self.seeds), epoch, make_env, flatten, epsilon)
 

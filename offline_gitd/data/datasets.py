@@ -26,8 +26,8 @@ from offline_gitd.data.minari_checkpoints import checkpoint_episodes
 from offline_gitd.data.paths import data_dir_flag, data_root, minari_datasets_dir, rlu_raw_dir, use_minari_root
 from offline_gitd.data.registry import MinariId, RluAtariId, format_checkpoints, load_rlu_registry, parse_dataset_id
 from offline_gitd.data.replay import Replay, Sampler
-from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, is_image_space, register_minatar
-from offline_gitd.envs.make import SpaceInfo, describe_spaces, make_env
+from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, register_minatar
+from offline_gitd.envs.make import SpaceInfo, describe_spaces, env_profile, make_env
 from offline_gitd.errors import UsageError
 
 if TYPE_CHECKING:
@@ -94,25 +94,16 @@ def open_dataset(dataset: str, data_dir: str | None = None) -> OpenedDataset:
     minari_dataset = _load_minari(parsed.dataset_id, data_dir)
     env = _minari_env(minari_dataset)
     try:
-        spaces = describe_spaces(env)
-        images = is_image_space(env.observation_space)
+        profile = env_profile(env, _env_id(minari_dataset))
     finally:
         env.close()
-    shape = tuple(spaces.obs_shape) if images else (int(np.prod(spaces.obs_shape)),)
-    domain = _minari_domain(minari_dataset, spaces)
-    return OpenedDataset(dataset, data_dir, parsed, domain, shape, minari_dataset, spaces)
+    return OpenedDataset(dataset, data_dir, parsed, profile.domain, profile.input_shape, minari_dataset, profile.spaces)
 
 
 def dataset_profile(dataset: str, data_dir: str | None = None) -> tuple[str, tuple[int, ...]]:
     """The domain whose defaults apply and the shape of one network input (which picks the
     torso when none is given), known before any data is read where the id tells."""
     return open_dataset(dataset, data_dir).profile
-
-
-def _minari_domain(dataset: MinariDataset, spaces: SpaceInfo) -> str:
-    if spaces.action_kind == "continuous":
-        return "continuous"
-    return "minatar" if _env_id(dataset).startswith(MINATAR_PREFIX) else "gym"
 
 
 def _env_id(dataset: MinariDataset) -> str:
@@ -326,7 +317,7 @@ def _open_minari(cfg: DatasetRequest, opened: OpenedDataset) -> OfflineData:
     # Whole images and vectors are never stacked (Replay stacks single frames only).
     replay = Replay(store, n_step=cfg.n_step, gamma=cfg.gamma)
 
-    domain = _minari_domain(dataset, spaces)
+    domain = opened.domain  # env_profile's rule, read when the dataset was opened
     if domain == "minatar":
         name = _env_id(dataset)[len(MINATAR_PREFIX) :]
         return OfflineData(domain, replay, make_eval_env, spaces, "minatar", name, str(parsed))

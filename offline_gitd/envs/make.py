@@ -22,7 +22,7 @@ import numpy as np
 from offline_gitd.envs.atari import RLU_GAMES, ale_games, make_atari_env
 from offline_gitd.envs.carry import FRESH_CARRY, set_env_carry
 from offline_gitd.envs.d4rl import d4rl_hint
-from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, register_minatar
+from offline_gitd.envs.images import MINATAR_PREFIX, as_uint8_images, is_image_space, register_minatar
 from offline_gitd.errors import UsageError
 
 ATARI_PREFIX = "atari:"
@@ -128,6 +128,30 @@ def describe_spaces(env: gym.Env) -> SpaceInfo:
             raise UsageError(f"unsupported action space {act} (need a bounded 1-D Box)")
         return SpaceInfo(obs.shape, obs.dtype, "continuous", act.shape[0], (act.low, act.high))
     raise UsageError(f"unsupported action space {act} (need Discrete or a 1-D Box)")
+
+
+class EnvProfile(NamedTuple):
+    """What the defaults and the network of a (non-Atari) env follow, read from the env itself."""
+
+    spaces: SpaceInfo
+    images: bool  # whole H x W x C uint8 images (MinAtar), kept as they are
+    domain: str  # continuous | minatar | gym: the domain whose defaults apply
+    input_shape: tuple[int, ...]  # one network input: images keep their shape, anything else flattened
+
+
+def env_profile(env: gym.Env, env_id: str) -> EnvProfile:
+    """``env``'s profile (``env_id``: the id it was made from): continuous actions -> continuous,
+    a MinAtar id -> minatar, else gym (docs/offline.md#configuration). One rule for an offline
+    dataset's evaluation env, an online env and a sweep's planned collection, so that the three
+    agree on the domain and so on the defaults a run resolves (its config hash)."""
+    spaces = describe_spaces(env)
+    images = is_image_space(env.observation_space)
+    shape = tuple(spaces.obs_shape) if images else (int(np.prod(spaces.obs_shape)),)
+    if spaces.action_kind == "continuous":
+        domain = "continuous"
+    else:
+        domain = "minatar" if env_id.startswith(MINATAR_PREFIX) else "gym"
+    return EnvProfile(spaces, images, domain, shape)
 
 
 def evaluate(

@@ -7,7 +7,7 @@ line of looping, logging, checkpointing and resuming.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,6 +33,19 @@ class Family(Protocol):
     def step(self, state: Any, batch: Batch) -> tuple[Any, dict[str, Any]]: ...
 
     def act(self, state: Any, obs: jnp.ndarray, rng: jax.Array) -> jnp.ndarray: ...
+
+
+def seed_states(family: Family, seeds: Sequence[int] | jax.Array, *, compiled: bool = True) -> Any:
+    """Every seed's fresh learner state, stacked on a leading seed axis: seed ``s``'s is
+    ``family.init(PRNGKey(s))``, so a seed starts from the same networks and optimiser state in
+    every loop, in a resumed run's template and when a trained run is read back
+    (docs/architecture.md#twin-pipelines). The keys are made eagerly; ``compiled`` jits the vmapped ``init``
+    (one program, the loops' start), else it runs op by op as restoring templates and
+    ``--init-from``'s fresh seeds always have: both are kept so that each caller's numbers stay
+    bit for bit what they were."""
+    keys = jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds))
+    init = jax.vmap(family.init)
+    return (jax.jit(init) if compiled else init)(keys)
 
 
 class ActionSpace(Protocol):

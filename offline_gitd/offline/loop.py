@@ -20,7 +20,7 @@ from offline_gitd.envs.make import evaluate_policies
 from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard.reference import d4rl_normalised, d4rl_reference
 from offline_gitd.learners.drivers import choose_compiler_options, choose_driver, choose_seed_strategy
-from offline_gitd.learners.family import Family
+from offline_gitd.learners.family import Family, seed_states
 from offline_gitd.offline.config import OfflineConfig
 from offline_gitd.offline.feed import ChunkFeed
 from offline_gitd.progress import Progress
@@ -76,7 +76,7 @@ def run_offline(
     seeds = cfg.seed_list
     if flags.resume:
         check_same_data(run_dir, data.data_sha256)
-    state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(jnp.asarray(seeds)))
+    state = seed_states(family, seeds)
     record, made_by = run_record(
         cfg,
         suite=data.suite,

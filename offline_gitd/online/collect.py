@@ -171,6 +171,7 @@ def evaluation_reference(run_dir: Path, episodes: int, epsilon: float, seed: int
     import jax
     import jax.numpy as jnp
 
+    from offline_gitd.learners.family import seed_states
     from offline_gitd.online.env_info import make_online_env
     from offline_gitd.online.train import build_family
     from offline_gitd.rundir.checkpoints import Checkpoints
@@ -188,7 +189,7 @@ def evaluation_reference(run_dir: Path, episodes: int, epsilon: float, seed: int
 
         state = restore_learner(run_dir, step, cfg, family)
     else:
-        like = jax.vmap(family.init)(jax.vmap(jax.random.PRNGKey)(jnp.asarray(cfg.seed_list)))
+        like = seed_states(family, cfg.seed_list, compiled=False)
         state = Checkpoints(run_dir).restore(step, like)
     state = jax.tree.map(lambda x: x[0], state)  # the one seed a recording has
     act, key, flatten = jax.jit(family.act), jax.random.PRNGKey(cfg.seed_list[0]), not (info.frames or info.images)

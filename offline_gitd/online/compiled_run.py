@@ -39,7 +39,7 @@ from offline_gitd.online.env_info import EnvInfo
 from offline_gitd.online.host_state import host_state_path, save_checkpoint
 from offline_gitd.online.loop import online_lifecycle
 from offline_gitd.online.schedules import total_updates, utd_fraction
-from offline_gitd.online.windows import Console, log_window, metric_columns
+from offline_gitd.online.windows import ClosedWindow, Console, log_window, metric_columns
 from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.flags import RunFlags
 from offline_gitd.rundir.lifecycle import RunLifecycle
@@ -161,18 +161,8 @@ class CompiledRun:
         episodes = finished_episodes(records, self.seeds, first, self.episodes)
         self.episodes = [n + sum(e["seed"] == seed for e in episodes) for n, seed in zip(self.episodes, self.seeds)]
         seconds = time.perf_counter() - started
-        rows, self.last_results = log_window(
-            self.run,
-            self.cfg,
-            end,
-            self.seeds,
-            episodes,
-            self.last_results,
-            self.updates,
-            self.columns,
-            metrics,
-            seconds,
-        )
+        closed = ClosedWindow(end, self.seeds, episodes, self.last_results, self.updates, metrics, seconds)
+        rows, self.last_results = log_window(self.run, self.cfg, self.columns, closed)
         return rows, episodes, seconds
 
     def train(self) -> None:

@@ -12,8 +12,8 @@ import gymnasium as gym
 import numpy as np
 
 from offline_gitd.envs.atari import RLU_GAMES, resolve_game
-from offline_gitd.envs.images import MINATAR_PREFIX, is_image_space
-from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, describe_spaces, make_env
+from offline_gitd.envs.images import MINATAR_PREFIX
+from offline_gitd.envs.make import ATARI_PREFIX, SpaceInfo, env_profile, make_env
 from offline_gitd.errors import UsageError
 
 ALGO_ACTIONS = {"dqn": "discrete", "sac": "continuous"}
@@ -47,16 +47,16 @@ def inspect_env(env_id: str, algo: str) -> EnvInfo:
     game = env_id[len(ATARI_PREFIX) :] if env_id.startswith(ATARI_PREFIX) else env_id if env_id in RLU_GAMES else None
     env = make_env(env_id, 0)
     try:
-        spaces = describe_spaces(env)
-        images = game is None and is_image_space(env.observation_space)
+        profile = env_profile(env, env_id)  # the domain rule offline datasets follow too
+        spaces = profile.spaces
+        images = game is None and profile.images
         if game is not None:
             domain, suite, name = "atari", "atari", resolve_game(game)[len("ALE/") : -len("-v5")]
         elif env_id.startswith(MINATAR_PREFIX):
             domain, suite, name = "minatar", "minatar", env_id[len(MINATAR_PREFIX) :]
         else:
-            continuous = spaces.action_kind == "continuous"
             entry = str(gym.spec(env_id).entry_point)
-            domain = "continuous" if continuous else "gym"
+            domain = profile.domain  # continuous | gym
             suite, name = ("mujoco" if "mujoco" in entry else "gym"), env_id
     finally:
         env.close()

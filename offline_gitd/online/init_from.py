@@ -23,13 +23,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from offline_gitd.config.fields import parse_seeds
 from offline_gitd.data.episode_store import EpisodeStore
 from offline_gitd.errors import ConfigError
-from offline_gitd.learners.family import Family
+from offline_gitd.learners.family import Family, seed_states
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo
 from offline_gitd.online.origin import check_network, offline_record
@@ -80,9 +79,8 @@ def load_origin(cfg: OnlineConfig, info: EnvInfo, family: Family) -> Origin:
             f"--init-from {cfg.init_from}: it has seeds {', '.join(map(str, offline_seeds))}, not {missing[0]}; "
             "pass --seed S to start every seed from one of them"
         )
-    keys = jax.vmap(jax.random.PRNGKey)
-    fresh = jax.vmap(family.init)(keys(jnp.asarray(cfg.seed_list)))
-    like = jax.vmap(family.init)(keys(jnp.asarray(offline_seeds)))
+    fresh = seed_states(family, cfg.seed_list, compiled=False)
+    like = seed_states(family, offline_seeds, compiled=False)
     try:
         learned = Checkpoints(Path(cfg.init_from)).restore(cfg.init_epoch, like)
     except Exception as err:  # noqa: BLE001 - orbax names a shape or tree mismatch in many ways

@@ -38,7 +38,7 @@ from offline_gitd.learners.drivers import (
     make_chunk_runner,
     make_update_then_act,
 )
-from offline_gitd.learners.family import Family
+from offline_gitd.learners.family import Family, seed_states
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo, make_online_env
 from offline_gitd.online.host_state import (
@@ -56,6 +56,7 @@ from offline_gitd.online.schedules import updates_after_step, utd_fraction
 from offline_gitd.online.windows import (
     EPISODE_COLUMNS,
     EPISODES_FILE,
+    ClosedWindow,
     Console,
     acting_epsilon,
     log_window,
@@ -128,7 +129,7 @@ class OnlineRun:
         strategy = choose_seed_strategy("auto", cfg.torso)
         self.run_chunk = make_chunk_runner(family.step, self.driver, strategy, choose_compiler_options())
         seeds = jnp.asarray(self.seeds)
-        self.state = jax.jit(jax.vmap(family.init))(jax.vmap(jax.random.PRNGKey)(seeds))
+        self.state = seed_states(family, seeds)
         self.origin = origin
         if origin is not None:
             self.state = origin.state
@@ -314,18 +315,16 @@ class OnlineRun:
     def _log(self, step: int, elapsed: float) -> list[dict[str, Any]]:
         """Write the window ending at ``step`` (:func:`~offline_gitd.online.windows.log_window`)
         and start the next one."""
-        rows, results = log_window(
-            self.run,
-            self.cfg,
+        closed = ClosedWindow(
             step,
             [slot.seed for slot in self.slots],
             self.window.get("episodes", []),
             [slot.last_result for slot in self.slots],
             self.updates,
-            self.metric_columns,
             self.metrics,
             elapsed,
         )
+        rows, results = log_window(self.run, self.cfg, self.metric_columns, closed)
         for slot, value in zip(self.slots, results):
             slot.last_result = value
         self.window, self.metrics = {}, MetricWindow(per_sample_means=True)

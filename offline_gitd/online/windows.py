@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -97,29 +98,48 @@ def window_rows(
     return rows, results
 
 
+@dataclass(frozen=True)
+class ClosedWindow:
+    """A logging window as a loop closes it, whichever loop: what :func:`log_window` writes.
+
+    ``episodes`` are its ``episodes.csv`` rows, ``last_results`` each seed's ``results.csv``
+    value after the previous window, ``updates`` the updates done so far, ``metrics`` the
+    window's update metrics and ``seconds`` its wall time (see :func:`window_rows`)."""
+
+    step: int  # the env step the window ends at
+    seeds: Sequence[int]
+    episodes: Sequence[dict[str, Any]]
+    last_results: Sequence[float | None]
+    updates: int
+    metrics: MetricWindow
+    seconds: float
+
+
 def log_window(
-    run: RunLifecycle,
-    cfg: OnlineConfig,
-    step: int,
-    seeds: Sequence[int],
-    episodes: Sequence[dict[str, Any]],
-    last_results: Sequence[float | None],
-    updates: int,
-    columns: Sequence[str],
-    metrics: MetricWindow,
-    seconds: float,
+    run: RunLifecycle, cfg: OnlineConfig, columns: Sequence[str], window: ClosedWindow
 ) -> tuple[list[dict[str, Any]], list[float | None]]:
-    """Write the window ending at ``step`` (:func:`window_rows`) to the run directory: its metric
-    rows, a leaderboard row per seed with a value, its episodes. Returns the metric rows and
-    each seed's value, which the next window repeats where it has no episode."""
+    """Write ``window`` (:func:`window_rows`; ``columns``: the step's metric columns) to the run
+    directory: its metric rows, a leaderboard row per seed with a value, its episodes. Returns the
+    metric rows and each seed's value, which the next window repeats where it has no episode."""
+    step, seeds = window.step, window.seeds
     epsilon = acting_epsilon(cfg, step) if cfg.algo == "dqn" else None
-    rows, results = window_rows(step, seeds, episodes, last_results, updates, epsilon, columns, metrics.means, seconds)
+    rows, results = window_rows(
+        step,
+        seeds,
+        window.episodes,
+        window.last_results,
+        window.updates,
+        epsilon,
+        columns,
+        window.metrics.means,
+        window.seconds,
+    )
     result_rows = [
         run.result_row(cfg.algo, cfg.critic, cfg.K, cfg.beta, seed, step, value)
         for seed, value in zip(seeds, results)
         if value is not None
     ]
-    run.write(rows, result_rows, episodes=list(episodes))
+    run.write(rows, result_rows, episodes=list(window.episodes))
     return rows, results
 
 

@@ -98,25 +98,19 @@ def collected_dataset(spec: SweepSpec, plan: RunPlan) -> CollectStep | None:
 
 
 def env_profile(env_id: str) -> Profile:
-    """The domain and network input a dataset recorded from ``env_id`` gets: the same rules as
+    """The domain and network input a dataset recorded from ``env_id`` gets: the rule
     ``offline_gitd.data.datasets.dataset_profile`` applies to the env a Minari dataset rebuilds
-    (continuous actions -> continuous, a MinAtar id -> minatar, else gym; images keep their shape,
-    anything else is flattened), read from the env itself, so that no dataset is needed."""
-    import numpy as np
-
-    from offline_gitd.envs.images import MINATAR_PREFIX, is_image_space
-    from offline_gitd.envs.make import describe_spaces, make_env
+    (:func:`offline_gitd.envs.make.env_profile`), read from the env itself, so that no dataset is
+    needed."""
+    from offline_gitd.envs.make import env_profile as profile_of
+    from offline_gitd.envs.make import make_env
 
     env = make_env(env_id, 0)
     try:
-        spaces = describe_spaces(env)
-        images = is_image_space(env.observation_space)
+        profile = profile_of(env, env_id)
     finally:
         env.close()
-    shape = tuple(spaces.obs_shape) if images else (int(np.prod(spaces.obs_shape)),)
-    if spaces.action_kind == "continuous":
-        return "continuous", shape
-    return ("minatar" if env_id.startswith(MINATAR_PREFIX) else "gym"), shape
+    return profile.domain, profile.input_shape
 
 
 @dataclass
