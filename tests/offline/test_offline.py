@@ -99,7 +99,9 @@ def test_run_writes_config_metrics_results_and_checkpoints(dataset, tmp_path) ->
     assert list(rows[0]) == [
         "suite", "env", "algorithm", "critic", "K", "beta", "seed", "step", "return",
         "run_id", "config_hash", "package_version", "created_at", "method_config",
+        "commit", "dirty", "diff_sha256", "data_sha256", "device",
     ]  # fmt: skip
+    assert rows[0]["data_sha256"] and rows[0]["device"]  # the row names its data and machine
     assert rows[0]["method_config"] == "T=20 batch_size=16 eval_episodes=2 mlp_hidden=16,16 steps_per_epoch=60"
     assert sorted((r["seed"], r["step"]) for r in rows) == [("0", "120"), ("0", "60"), ("1", "120"), ("1", "60")]
     assert all(np.isfinite(float(r["return"])) and float(r["return"]) > 0 for r in rows)
