@@ -42,6 +42,7 @@ PAGES: tuple[str, ...] = (
     "leaderboards/README.md",
     "leaderboards/gym_offline/README.md",
     "leaderboards/minatar_offline/README.md",
+    "leaderboards/minatar_online/README.md",
     "leaderboards/minatar_pilot/README.md",
     "leaderboards/mujoco_offline/README.md",
 )
