@@ -68,7 +68,8 @@ print(json.dumps({"code": code, "flags": os.environ.get("XLA_FLAGS"), "device": 
 
 
 def test_the_cli_asks_before_jax_starts_and_provenance_records_it() -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", OPT_OUT)}
+    # a user who chose nothing: an in-process sweep task earlier in this worker sets CHOICE for its run
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", OPT_OUT, CHOICE, "JAX_NUM_CPU_DEVICES")}
     done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout.strip().splitlines()[-1])
