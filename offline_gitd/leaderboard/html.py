@@ -115,7 +115,7 @@ def name_html(text: str) -> str:
 def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) -> str:
     """The per-env table of ``leaderboard show``: raw final returns with CIs per method, the
     comparison with the baseline, and each env's random and reference returns."""
-    from offline_gitd.leaderboard.per_env import reference_lines
+    from offline_gitd.leaderboard.per_env import basis_text, reference_lines
 
     refs: dict[str, list[tuple[str, float, str]]] = {}
     for ref in reference_lines(loaded.normalisers):
@@ -124,7 +124,7 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
     for env in sorted({line.env for line in per_env}):
         mark = " *" if env in loaded.flagged else ""
         for line in (line for line in per_env if line.env == env):
-            episodes = "?" if line.episodes is None else str(line.episodes)
+            episodes = html.escape(basis_text(line))
             ci = f' <span class="ci">[{line.mean.low:.4g}, {line.mean.high:.4g}]</span>'
             if line.method == baseline or line.improvement is None:
                 improvement = "&ndash;"
@@ -235,7 +235,7 @@ def render_page(
 the baseline: the probability of improvement P(X &gt; Y) with its interval (both methods' seeds
 resampled) and the p-value of a two-sided unpaired permutation test of equal means (exact: every
 split of the pooled seeds; monte-carlo: 20,000 random splits). Each figure rests on seeds &times;
-evaluation episodes per seed. A flagged env (*) is not in the aggregate.</p>
+evaluation episodes per seed (online rows: the training episodes of each run's last logged window). A flagged env (*) is not in the aggregate.</p>
 {_per_env_table(per_env, loaded, baseline)}
 <p id="adjustment">{html.escape(shorten(short_words(family_note(per_env, baseline)), NOTE_LIMIT))}.</p>"""
     return f"""<!DOCTYPE html>

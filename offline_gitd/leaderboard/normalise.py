@@ -82,10 +82,23 @@ def method_keys(frame: pd.DataFrame) -> pd.Series:
     return key.where(~short.isin(configs), key + " [" + label + "]")
 
 
+def full_keys(frame: pd.DataFrame) -> pd.Series:
+    """Each row's key (``frame["method"]``, from :func:`method_keys`) with its `` [method_config]``
+    whether or not the board needs it (the key has it only where one pair covers several configs).
+
+    ``--baseline`` and ``--method`` accept this form too, so a command written for a grid whose
+    critics will run at two settings (``dqn:td [loop=compiled utd=0.25]``) already runs on the
+    board's first cells, where the key is still ``dqn:td`` (docs/leaderboard.md#online-boards)."""
+    keys = frame["method"]
+    label = frame["method_config"].where(frame["method_config"] != NOT_RECORDED, "config not recorded")
+    return keys.where(keys.str.endswith("]"), keys + " [" + label + "]")
+
+
 def filter_rows(frame: pd.DataFrame, envs: Sequence[str], methods: Sequence[str], keep: str | None) -> pd.DataFrame:
     """Rows whose env matches one of ``envs`` and whose method one of ``methods`` (shell-style
-    patterns; a method pattern matches its full key or its ``algorithm:critic``); empty
-    sequences keep everything, and the method ``keep`` (the baseline) is always kept. A pattern
+    patterns; a method pattern matches its key, that key with its config in brackets
+    (:func:`full_keys`) or its ``algorithm:critic``); empty sequences keep everything, and the
+    method ``keep`` (the baseline) is always kept. A pattern
     equal to a value matches it too: a full key's `` [method_config]`` would otherwise read as a
     character class (``dqn:td [loop=compiled]``)."""
     from fnmatch import fnmatchcase
@@ -101,6 +114,7 @@ def filter_rows(frame: pd.DataFrame, envs: Sequence[str], methods: Sequence[str]
     if methods:
         short = kept["algorithm"] + ":" + kept["critic"]
         chosen = kept["method"].map(lambda m: matches(m, methods)) | short.map(lambda m: matches(m, methods))
+        chosen |= full_keys(kept).map(lambda m: matches(m, methods))
         if not chosen.any():
             raise UsageError(
                 f"no rows match --method {' '.join(methods)}; methods: {', '.join(sorted(set(kept['method'])))}"
@@ -110,10 +124,14 @@ def filter_rows(frame: pd.DataFrame, envs: Sequence[str], methods: Sequence[str]
 
 
 def resolve_baseline(frame: pd.DataFrame, baseline: str) -> str:
-    """The method key that ``--baseline`` names: a full key, or ``algorithm:critic`` if unique."""
+    """The method key that ``--baseline`` names: a full key, the key with its config in brackets
+    where the board does not need them (:func:`full_keys`), or ``algorithm:critic`` if unique."""
     methods = sorted(frame["method"].unique())
     if baseline in methods:
         return baseline
+    named = sorted(set(frame.loc[full_keys(frame) == baseline, "method"]))
+    if len(named) == 1:
+        return named[0]
     matches = [method for method in methods if method.startswith((baseline + ":", baseline + " ["))]
     if len(matches) == 1:
         return matches[0]

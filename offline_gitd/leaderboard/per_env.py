@@ -2,7 +2,9 @@
 
 The aggregate over envs says which method is better overall; a reader of one game wants that
 game's numbers. Per env and method: the mean raw final return over seeds with its 95% bootstrap
-interval (seeds resampled), how many seeds and evaluation episodes it rests on, and against the
+interval (seeds resampled), how many seeds and evaluation episodes it rests on (for an online
+run, whose final return is the mean over the training episodes of its last logged window, that
+window's length), and against the
 baseline the probability of improvement P(X > Y) (Agarwal et al. 2021; both methods' seeds
 resampled) and a two-sided permutation test of equal mean final returns.
 
@@ -32,7 +34,7 @@ import numpy as np
 from offline_gitd.leaderboard import bootstrap
 from offline_gitd.leaderboard.multiple import benjamini_hochberg, holm
 from offline_gitd.leaderboard.normalise import EnvNormaliser, final_scores
-from offline_gitd.leaderboard.schema import NOT_RECORDED
+from offline_gitd.leaderboard.schema import NOT_RECORDED, ONLINE_ALGORITHMS
 from offline_gitd.leaderboard.stats import Interval
 
 if TYPE_CHECKING:
@@ -44,7 +46,9 @@ _EPISODES = re.compile(r"(?:^|\s)eval_episodes=(\d+)(?:\s|$)")
 @dataclasses.dataclass(frozen=True)
 class EnvLine:
     """One method in one env. ``episodes``: evaluation episodes per seed behind each final
-    return (from the rows' ``method_config``; ``None`` where the board does not record it)."""
+    return (from the rows' ``method_config``; ``None`` where the board does not record it).
+    ``window``: for online rows, the env steps of the logged window whose training episodes
+    make each final return (:func:`final_window`; ``None`` for offline rows, or where runs differ)."""
 
     env: str
     method: str
@@ -58,6 +62,7 @@ class EnvLine:
     p_holm: float | None = None  # p_value adjusted over every test of the table (adjusted_tests)
     p_bh: float | None = None
     points: str | None = None  # AUC lines: the logged steps per run ("100", or "90-100" where they differ)
+    window: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +88,34 @@ def episodes_of(method_configs: pd.Series, suite: str, algorithm: str) -> int | 
     if any(text == NOT_RECORDED for text in texts):
         return None
     return offline_eval_episodes(suite, algorithm)
+
+
+def final_window(steps: pd.DataFrame) -> int | None:
+    """The length in env steps of the window behind every run's final return: a run's last logged
+    step less the one before it (its first window starts at step 0), where all runs agree, else
+    ``None``. ``steps`` has a ``run`` and a ``step`` column, a row per logged step.
+
+    An online run's row is the mean return of the training episodes that ended in its logging window
+    (docs/online.md), so its final return rests on the episodes of its last window; the board keeps
+    the window's mean, not how many episodes made it, and this length is what it can say of them."""
+    lengths = set()
+    for _, run in steps.groupby("run"):
+        logged = sorted(set(run["step"].astype(int)))
+        lengths.add(logged[-1] - (logged[-2] if len(logged) > 1 else 0))
+    return lengths.pop() if len(lengths) == 1 else None
+
+
+def basis_text(line: EnvLine) -> str:
+    """What each of a line's figures rests on, after ``seeds x``: the logged steps per run (AUC
+    lines), the evaluation episodes per seed, for online rows the training episodes of the final
+    window (:func:`final_window`), or ``?`` where the board does not say."""
+    if line.points:
+        return line.points
+    if line.episodes is not None:
+        return str(line.episodes)
+    if line.window is not None:
+        return f"training episodes of the last {line.window:,} steps"
+    return "?"
 
 
 def offline_eval_episodes(suite: str, algorithm: str) -> int | None:
@@ -163,6 +196,8 @@ def per_env_lines(
             base_counts = bootstrap.counts(base_draw, len(base))
         for method in sorted(in_env["method"].unique()):
             runs = in_env[in_env["method"] == method].sort_values(["seed", "run"])
+            online = value == "final" and runs["algorithm"].iloc[0] in ONLINE_ALGORITHMS
+            logged = scored[(scored["env"] == env) & (scored["method"] == method)] if online else None
             x = runs["return"].to_numpy(float)
             is_base = method == baseline
             draw = base_draw if is_base and base_counts is not None else rng.integers(0, len(x), size=(reps, len(x), 1))
@@ -182,6 +217,7 @@ def per_env_lines(
                     seeds=len(x),
                     episodes=episodes_of(runs["method_config"], runs["suite"].iloc[0], runs["algorithm"].iloc[0]),
                     points=_points(runs) if value == "auc" else None,
+                    window=None if logged is None else final_window(logged),
                     mean=Interval(float(x.mean()), math.nan, math.nan),
                     improvement=improvement,
                     p_value=p_value,

@@ -357,7 +357,7 @@ def per_env_figure(data: dict[str, Any], how: str) -> Figure:
         figure.text(
             0.5,
             _PAD / figure.get_figheight(),
-            "\n".join(plain(line) for line in lines),
+            "\n".join(plain(line, limit=160) for line in lines),
             ha="center",
             va="bottom",
             fontsize="small",

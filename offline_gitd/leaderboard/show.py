@@ -366,6 +366,7 @@ def per_env_records(lines: Sequence[EnvLine], references: Sequence[ReferenceLine
                 "row": line.method,
                 "seeds": line.seeds,
                 "episodes_per_seed": line.episodes,
+                "final_window_steps": line.window,
                 "mean_final_return": line.mean.value,
                 "mean_final_return_low": line.mean.low,
                 "mean_final_return_high": line.mean.high,
@@ -390,6 +391,8 @@ def render_per_env(
     """The per-env table (text or Markdown): per env its methods, then its random and reference
     returns; a flagged env is marked with ``*``. ``value="auc"``: the AUC table
     (:func:`~offline_gitd.leaderboard.per_env.run_values`), its last column the logged steps."""
+    from offline_gitd.leaderboard.per_env import basis_text
+
     auc = value == "auc"
     titles = (
         "env",
@@ -408,7 +411,7 @@ def render_per_env(
     envs = sorted({line.env for line in lines})
     for env in envs:
         for line in (line for line in lines if line.env == env):
-            episodes = line.points if auc and line.points else "?" if line.episodes is None else str(line.episodes)
+            episodes = basis_text(line)
             mean = f"{_number(line.mean.value)} [{_number(line.mean.low)}, {_number(line.mean.high)}]"
             test = "-" if line.p_value is None else f"{line.p_value:.3f} ({line.test})"
             improvement = "-" if line.method == baseline else _interval_text(line.improvement, 2)

@@ -5,6 +5,7 @@ panels' references, and the publishing path end to end on real compiled-loop Min
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 import json
 import math
@@ -14,11 +15,12 @@ import numpy as np
 import pytest
 
 from offline_gitd.cli import main
+from offline_gitd.errors import UsageError
 from offline_gitd.leaderboard import bootstrap
 from offline_gitd.leaderboard.behaviour import BehaviourCurve
 from offline_gitd.leaderboard.board_references import DatasetReference, encode_references
 from offline_gitd.leaderboard.curves import per_env_references
-from offline_gitd.leaderboard.normalise import filter_rows, method_keys, to_frame
+from offline_gitd.leaderboard.normalise import filter_rows, method_keys, resolve_baseline, to_frame
 from offline_gitd.leaderboard.per_env import per_env_lines, run_values
 from offline_gitd.leaderboard.reference import PublishedPoint
 from offline_gitd.leaderboard.schema import ResultRow, read_rows
@@ -49,7 +51,38 @@ def test_the_replay_ratio_is_part_of_the_method() -> None:
 def test_two_replay_ratios_get_two_method_keys() -> None:
     """Rows of the two ratios' runs, each with the method_config its run records, get two method keys,
     so ``--baseline`` names the ratio (docs/leaderboard.md#online-boards)."""
-    rows = [
+    rows = _ratio_rows((0.25, 1.0))
+    frame = to_frame(rows)
+    keys = sorted(set(method_keys(frame)))
+    assert keys == ["dqn:td [loop=compiled utd=0.25]", "dqn:td [loop=compiled]"]
+    # --method takes a full key as it is, brackets and all, and '*utd=0.25*' the medium ratio's.
+    frame["method"] = method_keys(frame)
+    assert set(filter_rows(frame, (), ["dqn:td [loop=compiled]"], None)["method"]) == {"dqn:td [loop=compiled]"}
+    assert set(filter_rows(frame, (), ["*utd=0.25*"], None)["method"]) == {"dqn:td [loop=compiled utd=0.25]"}
+
+
+def test_a_key_with_its_config_names_the_method_before_the_board_needs_it() -> None:
+    """The grid's first cells ran one ratio: the key is still ``dqn:td``, and the commands written for
+    the whole grid (``--baseline 'dqn:td [loop=compiled utd=0.25]' --method '*utd=0.25*'``) name it,
+    so the board publishes with the same commands before and after the other ratio lands."""
+    frame = to_frame(_ratio_rows((0.25,)))
+    assert set(frame["method"]) == {"dqn:td"}
+    assert resolve_baseline(frame, "dqn:td [loop=compiled utd=0.25]") == "dqn:td"
+    assert len(filter_rows(frame, (), ["*utd=0.25*"], None)) == len(frame)
+    with pytest.raises(UsageError, match="not on the board"):
+        resolve_baseline(frame, "dqn:td [loop=compiled]")
+    with pytest.raises(UsageError, match="no rows match"):
+        filter_rows(frame, (), ["dqn:td [loop=compiled]"], None)
+    # once both ratios are on the board, the short key is the ambiguous one
+    both = to_frame(_ratio_rows((0.25, 1.0)))
+    assert resolve_baseline(both, "dqn:td [loop=compiled utd=0.25]") == "dqn:td [loop=compiled utd=0.25]"
+    with pytest.raises(UsageError, match="ambiguous"):
+        resolve_baseline(both, "dqn:td")
+
+
+def _ratio_rows(utds: tuple[float, ...]) -> list[ResultRow]:
+    """Two seeds of DQN on Breakout at each replay ratio, each row with its run's method_config."""
+    return [
         ResultRow(
             suite="minatar",
             env="Breakout-v1",
@@ -66,17 +99,10 @@ def test_two_replay_ratios_get_two_method_keys() -> None:
             created_at="2026-11-28T00:00:00+00:00",
             method_config=cfg.method_config("minatar"),
         )
-        for utd in (0.25, 1.0)
+        for utd in utds
         for cfg in [_grid_config("td", 1, utd)]
         for seed in range(2)
     ]
-    frame = to_frame(rows)
-    keys = sorted(set(method_keys(frame)))
-    assert keys == ["dqn:td [loop=compiled utd=0.25]", "dqn:td [loop=compiled]"]
-    # --method takes a full key as it is, brackets and all, and '*utd=0.25*' the medium ratio's.
-    frame["method"] = method_keys(frame)
-    assert set(filter_rows(frame, (), ["dqn:td [loop=compiled]"], None)["method"]) == {"dqn:td [loop=compiled]"}
-    assert set(filter_rows(frame, (), ["*utd=0.25*"], None)["method"]) == {"dqn:td [loop=compiled utd=0.25]"}
 
 
 def _board(tmp_path: Path, curves: dict[str, list[list[float]]], steps: list[int]) -> Path:
@@ -175,6 +201,43 @@ def test_show_prints_the_auc_table_only_when_asked(tmp_path: Path, capsys: pytes
     assert {r["row"]: r["mean_final_return"] for r in report["per_env_auc"]} == {"dqn:gitd": 2.0, "dqn:td": 1.5}
 
 
+def test_an_online_final_return_says_the_window_it_rests_on() -> None:
+    """An online row's final return is the mean over the training episodes of its last logged
+    window; the board keeps that mean, not the count, so the window is what the table can name:
+    the last step less the one before, where the runs agree."""
+    import pandas as pd
+
+    from offline_gitd.leaderboard.per_env import EnvLine, basis_text, final_window
+    from offline_gitd.leaderboard.stats import Interval
+
+    def logged(runs: dict[str, list[int]]) -> pd.DataFrame:
+        return pd.DataFrame([{"run": run, "step": step} for run, steps in runs.items() for step in steps])
+
+    assert final_window(logged({"a": [10_000, 990_000, 1_000_000], "b": [1_000_000, 990_000]})) == 10_000
+    assert final_window(logged({"a": [5_000]})) == 5_000  # one window, from step 0
+    assert final_window(logged({"a": [10_000, 20_000], "b": [10_000, 15_000]})) is None
+    line = EnvLine("Breakout-v1", "dqn:td", 5, None, Interval(1.0, 0.5, 1.5), None, None, None, window=10_000)
+    assert basis_text(line) == "training episodes of the last 10,000 steps"
+    assert basis_text(dataclasses.replace(line, window=None)) == "?"
+    assert basis_text(dataclasses.replace(line, episodes=10)) == "10"
+
+
+def test_show_names_the_window_behind_online_final_returns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    board = _board(tmp_path, {"dqn:td": [[1.0, 2.0, 3.0]] * 3, "dqn:gitd": [[2.0, 2.0, 2.5]] * 3}, [500, 1500, 2500])
+    base = ["leaderboard", "show", "--board", str(board), "--baseline", "dqn:td", "--reps", "200", "--per-env-auc"]
+    assert main([*base, "--format", "markdown"]) == 0
+    final, auc = capsys.readouterr().out.split("**Per env: AUC")
+    assert "| 3 x training episodes of the last 1,000 steps |" in final and "x ?" not in final
+    assert "| 3 x 3 |" in auc  # the AUC table keeps its logged steps per run
+    assert main([*base, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {r["row"]: r["final_window_steps"] for r in report["per_env"] if "seeds" in r} == {
+        "dqn:gitd": 1000,
+        "dqn:td": 1000,
+    }
+    assert all(r["final_window_steps"] is None for r in report["per_env_auc"])
+
+
 def test_per_env_references_stay_within_the_boards_steps() -> None:
     envs = {"Breakout-v1": {"dqn:td": {"step": [10_000, 500_000], "value": [1.0, 2.0], "low": [], "high": []}}}
     curve = BehaviourCurve(
@@ -195,6 +258,22 @@ def test_per_env_references_stay_within_the_boards_steps() -> None:
     # the window without an episode is dropped, the one past the board's last step too; then smoothed
     assert ref["behaviour"]["step"] == [10_000, 30_000] and ref["behaviour"]["value"] == [1.0, 3.0]
     assert per_env_references(envs, {}, [], {}) == {}
+
+
+def test_the_per_env_figure_writes_the_published_points_source_whole() -> None:
+    """Young & Tian's points are read off a plot; their source line travels with the figure, so it
+    is written whole under the legend (a method's name may be cut in its middle, a source may not)."""
+    from offline_gitd.leaderboard.plot import per_env_figure
+    from offline_gitd.leaderboard.reference import minatar_dqn_curve
+
+    (source,) = {point.source for point in minatar_dqn_curve()["Breakout-v1"]}
+    curve = {"step": [500_000, 1_000_000], "value": [4.0, 6.0], "low": [3.5, 5.5], "high": [4.5, 6.5]}
+    published = {"step": [1_000_000], "value": [9.0]}
+    reference = {"random": 0.4, "published": published, "sources": [source], "behaviour": None}
+    data = {"methods": ["dqn:td"], "value": "return", "envs": {"Breakout-v1": {"dqn:td": curve}}}
+    figure = per_env_figure({**data, "references": {"Breakout-v1": reference}}, "baseline")
+    written = " ".join(" ".join(text.get_text().split()) for text in figure.texts)
+    assert f"Young & Tian DQN: {source}" in written and "chars)" not in written
 
 
 def _curve_file(path: Path, steps: list[int], returns: list[float]) -> None:
@@ -271,3 +350,53 @@ def test_an_online_board_is_published_end_to_end(tmp_path: Path, capsys: pytest.
     assert ref["behaviour"] is None  # the behaviour curve's first window (10,000 steps) is beyond too
     assert sorted(data["per_env"]["envs"]["Breakout-v1"]) == ["dqn:gitd", "dqn:td"]
     assert (figures / "per_env.png").exists() and (figures / "behaviour.png").exists()
+
+
+def _flat(text: str) -> str:
+    """A command as a page shows it, one line: continuations joined, spaces collapsed."""
+    return " ".join(text.replace("\\\n", " ").split())
+
+
+def test_the_online_boards_published_files_are_its_commands_output(tmp_path: Path) -> None:
+    """``iqm.md`` and ``figures/`` beside the MinAtar online board are what the commands its README
+    names (``python -m tests.leaderboard.publish_online``) make from the committed board: a cell
+    that lands without them being rewritten fails here. The figures' numbers are compared at their
+    point estimates (curves, IQMs, profiles, references), which do not depend on ``--reps``."""
+    import shlex
+
+    from tests.leaderboard.publish_online import BOARD_DIR, FIGURES, IQM, PLOT, SHOW
+    from tests.published import ROOT, run
+
+    readme = _flat((ROOT / BOARD_DIR / "README.md").read_text())
+    assert f"{SHOW.removeprefix('offline_gitd ')} > {IQM}" in readme
+    assert PLOT.removeprefix("offline_gitd ") in readme and "python -m tests.leaderboard.publish_online" in readme
+    assert (ROOT / IQM).read_text() == run(SHOW) + "\n"
+
+    committed = json.loads((ROOT / FIGURES / "figure_data.json").read_text())
+    argv = shlex.split(PLOT)[1:]
+    argv[argv.index("--out") + 1] = str(tmp_path)
+    assert main([*argv, "--reps", "50"]) == 0
+    fresh = json.loads((tmp_path / "figure_data.json").read_text())
+    assert fresh["per_env"]["references"] == committed["per_env"]["references"]
+    assert fresh["behaviour"] == committed["behaviour"]
+    methods = committed["aggregate"]["methods"]
+    assert fresh["aggregate"]["methods"] == methods and set(fresh["per_env"]["envs"]) == set(
+        committed["per_env"]["envs"]
+    )
+    for method in methods:
+        curves = [(committed["aggregate"]["curves"][method], fresh["aggregate"]["curves"][method])]
+        curves += [
+            (committed["per_env"]["envs"][env][method], fresh["per_env"]["envs"][env][method])
+            for env in fresh["per_env"]["envs"]
+        ]
+        for before, after in curves:
+            assert after["step"] == before["step"]
+            np.testing.assert_allclose(after["value"], before["value"], rtol=1e-9)
+        assert fresh["aggregate"]["final_iqm"][method] == pytest.approx(committed["aggregate"]["final_iqm"][method])
+        points = [values[0] for values in fresh["intervals"]["values"][method]]
+        np.testing.assert_allclose(points, [values[0] for values in committed["intervals"]["values"][method]])
+        np.testing.assert_allclose(
+            fresh["profile"]["profiles"][method]["fraction"], committed["profile"]["profiles"][method]["fraction"]
+        )
+    for name in ("aggregate", "per_env", "intervals", "profile", "behaviour"):
+        assert (ROOT / FIGURES / f"{name}.png").read_bytes().startswith(b"\x89PNG")
