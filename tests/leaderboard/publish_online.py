@@ -4,7 +4,9 @@
 
 From the committed ``leaderboards/minatar_online/board.csv`` it rewrites every page's generated
 blocks (:mod:`tests.published`, the board README's among them), ``iqm.md`` (:data:`SHOW`'s output)
-and ``figures/`` (:data:`PLOT`). The board README names both commands, and
+and ``figures/`` (:data:`PLOT`); once the replay-ratio pairs are on the board (one update per env
+step, on Breakout and Asterix), also their tables at each ratio (:data:`RATIOS`) and their
+figures (:data:`PAIR_PLOT`). The board README names every command, and
 ``tests/leaderboard/test_online_board.py`` checks that the committed files are their output.
 
 The commands name the main grid's methods by their keys with the config in brackets, as the whole
@@ -15,6 +17,9 @@ commands do not change as cells land.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from offline_gitd.leaderboard.schema import ResultRow, read_rows
 from tests.published import PAGES, ROOT, regenerate, run
 
 BOARD_DIR = "leaderboards/minatar_online"
@@ -29,6 +34,34 @@ MAIN_GRID = (
 SHOW = f"offline_gitd leaderboard show {MAIN_GRID} --per-env-auc --format markdown"
 PLOT = f"offline_gitd leaderboard plot {MAIN_GRID} --per-env return --behaviour {BEHAVIOUR} --out {FIGURES}"
 
+# The replay-ratio pairs (sweeps/minatar_online.toml): DQN and Gi-DQN at one update per env step on
+# two games, each ratio's pair against its own DQN; the figures set both ratios beside Young & Tian
+# and the behaviour agents, which ran at one update per env step.
+PAIR_GAMES = f"--board {BOARD_DIR}/board.csv --env Breakout-v1 --env Asterix-v1"
+RATIOS = {
+    f"{BOARD_DIR}/ratio-{ratio}.md": (
+        f"offline_gitd leaderboard show {PAIR_GAMES} --baseline 'dqn:td [{config}]' "
+        f"--method 'dqn:gitd [{config}]' --normalise baseline --per-env-auc --format markdown"
+    )
+    for ratio, config in (("1", "loop=compiled"), ("0.25", "loop=compiled utd=0.25"))
+}
+PAIR_FIGURES = f"{FIGURES}/ratio-pairs"
+PAIR_PLOT = (
+    f"offline_gitd leaderboard plot {PAIR_GAMES} --baseline 'dqn:td [loop=compiled]' "
+    "--method 'dqn:gitd [loop=compiled]' --method 'dqn:td [loop=compiled utd=0.25]' "
+    "--method 'dqn:gitd [loop=compiled utd=0.25]' --normalise baseline --per-env return "
+    f"--behaviour {BEHAVIOUR} --out {PAIR_FIGURES}"
+)
+
+
+def pairs_landed(rows: Iterable[ResultRow]) -> bool:
+    """Whether any DQN row ran at one update per env step: its ``method_config`` names no ``utd``
+    (the ``minatar`` default), where the main grid's name ``utd=0.25``."""
+    return any(
+        row.algorithm == "dqn" and not any(word.startswith("utd=") for word in row.method_config.split())
+        for row in rows
+    )
+
 
 def main() -> None:
     for page in PAGES:
@@ -37,6 +70,11 @@ def main() -> None:
     (ROOT / IQM).write_text(run(SHOW) + "\n")
     print(f"wrote {IQM}")
     print(run(PLOT))
+    if pairs_landed(row for _, row in read_rows(ROOT / BOARD_DIR / "board.csv")):
+        for path, command in RATIOS.items():
+            (ROOT / path).write_text(run(command) + "\n")
+            print(f"wrote {path}")
+        print(run(PAIR_PLOT))
 
 
 if __name__ == "__main__":

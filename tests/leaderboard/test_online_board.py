@@ -400,3 +400,50 @@ def test_the_online_boards_published_files_are_its_commands_output(tmp_path: Pat
         )
     for name in ("aggregate", "per_env", "intervals", "profile", "behaviour"):
         assert (ROOT / FIGURES / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_replay_ratio_pairs_publish_once_they_land(tmp_path: Path) -> None:
+    """The pairs' tables and figures are written once the board holds one-update-per-step rows, and
+    their commands run on such a board: the committed main-grid rows of Breakout, with a copy of
+    DQN's and Gi-DQN's relabelled as one update per env step (their own config hash and runs)."""
+    import shlex
+
+    from tests.leaderboard.publish_online import BOARD_DIR, PAIR_FIGURES, PAIR_PLOT, RATIOS, pairs_landed
+    from tests.published import ROOT, run
+
+    board = ROOT / BOARD_DIR / "board.csv"
+    landed = pairs_landed(row for _, row in read_rows(board))
+    for path, command in RATIOS.items():
+        assert (ROOT / path).exists() == landed, path
+        if landed:
+            assert (ROOT / path).read_text() == run(command) + "\n"
+    assert (ROOT / PAIR_FIGURES / "figure_data.json").exists() == landed
+
+    with board.open(newline="") as handle:
+        main_grid = [r for r in csv.DictReader(handle) if "utd=0.25" in r["method_config"].split()]
+    pairs = [
+        {**r, "method_config": "loop=compiled", "config_hash": r["config_hash"][::-1], "run_id": r["run_id"] + "-utd1"}
+        for r in main_grid
+        if r["env"] == "Breakout-v1" and r["critic"] in ("td", "gitd")
+    ]
+    assert pairs, "the committed board has no Breakout DQN or Gi-DQN rows to relabel"
+    (tmp_path / "board.references.csv").write_bytes((ROOT / BOARD_DIR / "board.references.csv").read_bytes())
+    with (tmp_path / "board.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(main_grid[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows([*main_grid, *pairs])
+    assert pairs_landed(row for _, row in read_rows(tmp_path / "board.csv"))
+    for command in [*RATIOS.values(), PAIR_PLOT]:
+        argv = shlex.split(command)[1:]
+        argv[argv.index("--board") + 1] = str(tmp_path / "board.csv")
+        if "--out" in argv:
+            argv[argv.index("--out") + 1] = str(tmp_path / "figures")
+        assert main([*argv, "--reps", "50"]) == 0, command
+    data = json.loads((tmp_path / "figures" / "figure_data.json").read_text())
+    assert sorted(data["per_env"]["envs"]["Breakout-v1"]) == [
+        "dqn:gitd [loop=compiled utd=0.25]",
+        "dqn:gitd [loop=compiled]",
+        "dqn:td [loop=compiled utd=0.25]",
+        "dqn:td [loop=compiled]",
+    ]
+    assert data["per_env"]["references"]["Breakout-v1"]["behaviour"] is not None
