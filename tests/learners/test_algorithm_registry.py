@@ -249,7 +249,7 @@ def test_a_parameter_named_as_a_flag_that_exists_is_refused_in_one_line(params, 
         unregister_algorithm("toy")
 
 
-def test_a_plugin_is_listed_and_validated_without_importing_its_learner(installed, tmp_path) -> None:
+def test_a_plugin_is_listed_and_validated_without_importing_its_learner(installed, tmp_path, capsys) -> None:
     installed(entry_point("toy", "tests.learners.test_algorithm_registry:TOY"))
     sys.modules.pop(TOY_MODULE, None)
     shown = help_text("train")
@@ -271,6 +271,15 @@ def test_a_plugin_is_listed_and_validated_without_importing_its_learner(installe
             OfflineConfig(dataset="minari:x", out="run", algo="toy", **fields).resolve("gym")
     with pytest.raises(ConfigError, match="--toy-l2 is for --algo toy, not --algo bc"):
         OfflineConfig(dataset="minari:x", out="run", algo="bc", toy_l2=0.5)
+    train = ["train", "--dataset", f"minari:{CARTPOLE}", "--algo", "toy", "--out", str(tmp_path / "bad")]
+    for value, message in (
+        ("-1", "offline_gitd: error: --toy-l2 must be >= 0.0, got -1.0"),
+        ("abc", "offline_gitd: error: argument --toy-l2: invalid float value: 'abc'"),
+    ):
+        assert main([*train, "--toy-l2", value]) == 2  # refused before any work, in one line
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(message), err
+    assert not (tmp_path / "bad").exists()
     with pytest.raises(ConfigError, match=r"--algo toy is for discrete actions; this dataset's are continuous \(use"):
         OfflineConfig(dataset="minari:x", out="run", algo="toy").resolve("continuous")
     with pytest.raises(ConfigError, match=r"this dataset's are discrete \(use cql, bc or toy\)"):
