@@ -3,8 +3,10 @@
 An offline algorithm is a learner family (``init``/``step``/``act``,
 :class:`~offline_gitd.learners.family.Family`) plus the few facts the rest of the package needs
 before any of it is built: the action kinds it takes, the critic it trains unless told (or none,
-behaviour cloning), the config fields only it reads, its defaults per domain over the domain's
-table, and whether online DQN and SAC may continue its learner state (docs/adding-a-learner.md). A
+behaviour cloning), its own hyperparameters (a dataclass, whose fields are ``train`` flags and
+config keys, as d3rlpy keeps an ``IQLConfig`` beside its algorithm), its defaults per domain over
+the domain's table, and whether online DQN and SAC may continue its learner state
+(docs/adding-a-learner.md). A
 record names its family builder as a ``"module:function"`` string, imported on first use, so the
 registry is plain data on the ground floor: the command line reads its names (``--algo`` choices,
 sweep specs) without importing JAX.
@@ -22,6 +24,8 @@ registry (:mod:`offline_gitd.critic_registry`, docs/critic-plugins.md).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -29,7 +33,7 @@ from typing import Any
 
 from offline_gitd.choices import NO_CRITIC, did_you_mean
 from offline_gitd.errors import ConfigError
-from offline_gitd.records import Registry, import_target
+from offline_gitd.records import Registry, check_range, import_target, option
 
 ENTRY_POINT_GROUP = "offline_gitd.algorithms"
 ACTION_KINDS = ("discrete", "continuous")
@@ -53,8 +57,15 @@ class AlgorithmSpec:
     action_kinds:     those of :data:`ACTION_KINDS` it takes; another is refused before any work.
     default_critic:   the critic it trains when a run names none; ``None``: it trains no critic
                       (its critic column is ``none`` and every critic flag is refused).
-    fields:           the run config's fields only it reads; given to another algorithm, refused.
-    defaults:         per domain (:data:`DOMAIN_ACTIONS`), values over the domain's table.
+    params:           its own hyperparameters: a frozen dataclass of
+                      :func:`~offline_gitd.records.option` fields, each a ``train`` flag and a
+                      config key (flat, beside the shared ones), refused for another algorithm;
+                      its ``__post_init__`` refuses a value out of range. The run's values reach
+                      the family builder as ``cfg.params``. ``None``: it has none.
+    fields:           the shared run config's fields only it reads (CQL's ``cql_alpha``, which
+                      predates ``params``); given to another algorithm, refused.
+    defaults:         per domain (:data:`DOMAIN_ACTIONS`), values over the domain's table: of
+                      shared fields and of its ``params`` left ``None``.
     continues_online: whether ``online dqn|sac --init-from`` may start from its runs (their
                       learner state is the online learners').
     """
@@ -64,6 +75,7 @@ class AlgorithmSpec:
     summary: str
     action_kinds: tuple[str, ...] = ACTION_KINDS
     default_critic: str | None = "gitd"
+    params: type | None = None
     fields: tuple[str, ...] = ()
     defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     continues_online: bool = False
@@ -82,6 +94,12 @@ class AlgorithmSpec:
             )
         if self.default_critic == NO_CRITIC:
             raise ConfigError(f"{where}: an algorithm that trains no critic has default_critic None")
+        if self.params is not None:
+            if not (isinstance(self.params, type) and dataclasses.is_dataclass(self.params)):
+                raise ConfigError(f"{where}: params must be a dataclass (a class), got {self.params!r}")
+            needed = [f.name for f in dataclasses.fields(self.params) if f.default is dataclasses.MISSING]
+            if needed:
+                raise ConfigError(f"{where}: params field {needed[0]!r} needs a default (None: the domain's)")
         for domain in self.defaults:
             if domain not in DOMAIN_ACTIONS:
                 raise ConfigError(f"{where}: defaults are per domain ({', '.join(DOMAIN_ACTIONS)}), not {domain!r}")
@@ -89,6 +107,11 @@ class AlgorithmSpec:
     @property
     def trains_critic(self) -> bool:
         return self.default_critic is not None
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """Its ``params`` dataclass's fields (its own flags beside ``fields``)."""
+        return tuple(f.name for f in dataclasses.fields(self.params)) if self.params is not None else ()
 
     def check_action_kind(self, action_kind: str) -> None:
         """Refuse, in one line naming the algorithms that take them, actions this one does not."""
@@ -108,6 +131,40 @@ class AlgorithmSpec:
 def _or(names: tuple[str, ...] | list[str]) -> str:
     """``a``, ``a or b``, ``a, b or c``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+@dataclass(frozen=True)
+class TD3BCParams:
+    """TD3+BC's own hyperparameters (Fujimoto & Gu 2021, docs/baselines-math.md); ``None``: the
+    record's default for the domain (the paper's)."""
+
+    bc_alpha: float | None = option(None, "alpha, the weight of Q against the BC term", unset="2.5, the paper's")
+    policy_noise: float | None = option(None, "std of the target policy's smoothing noise", unset="0.2, the paper's")
+    noise_clip: float | None = option(None, "clip of the smoothing noise", unset="0.5, the paper's")
+    policy_delay: int | None = option(None, "critic updates per policy and target update", unset="2, the paper's")
+
+    def __post_init__(self) -> None:
+        if self.bc_alpha is not None and not (math.isfinite(self.bc_alpha) and self.bc_alpha > 0):
+            raise ConfigError(f"--bc-alpha must be > 0, got {self.bc_alpha}")
+        check_range("--policy-noise", self.policy_noise, 0.0)
+        check_range("--noise-clip", self.noise_clip, 0.0)
+        check_range("--policy-delay", self.policy_delay, 1)
+
+
+@dataclass(frozen=True)
+class IQLParams:
+    """IQL's own hyperparameters (Kostrikov et al. 2022, docs/baselines-math.md); ``None``: the
+    record's default for the domain (the paper's)."""
+
+    expectile: float | None = option(None, "expectile of the value regression, in (0, 1)", unset="0.7, the paper's")
+    iql_temperature: float | None = option(
+        None, "inverse temperature beta of the advantage weights", unset="3, the paper's"
+    )
+
+    def __post_init__(self) -> None:
+        if self.expectile is not None and not 0.0 < self.expectile < 1.0:
+            raise ConfigError(f"--expectile must be in (0, 1), got {self.expectile}")
+        check_range("--iql-temperature", self.iql_temperature, 0.0)
 
 
 BUILTIN: tuple[AlgorithmSpec, ...] = (
@@ -138,7 +195,7 @@ BUILTIN: tuple[AlgorithmSpec, ...] = (
         "offline_gitd.learners.td3bc:build_td3bc_family",
         "TD3+BC: TD3 with a behaviour-cloning term, over any critic",
         action_kinds=("continuous",),
-        fields=("bc_alpha", "policy_noise", "noise_clip", "policy_delay"),
+        params=TD3BCParams,
         defaults={
             "continuous": dict(
                 bc_alpha=2.5,
@@ -162,7 +219,7 @@ BUILTIN: tuple[AlgorithmSpec, ...] = (
         "IQL: implicit Q-learning (expectile value, advantage-weighted policy)",
         action_kinds=("continuous",),
         default_critic="td",
-        fields=("expectile", "iql_temperature"),
+        params=IQLParams,
         defaults={
             "continuous": dict(
                 expectile=0.7, iql_temperature=3.0, lr=3e-4, batch_size=256, mlp_hidden="256,256", T=1, tau=5e-3

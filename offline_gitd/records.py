@@ -8,12 +8,19 @@ checked, how two records of one name are refused, how a record's ``"module:attri
 imported and how a name is looked up are the same for both, so they are written once here as
 :class:`Registry`; each registry is an instance with its own record type, entry-point group and
 words (:data:`offline_gitd.critic_registry.CRITICS`, :data:`offline_gitd.algorithm_registry.ALGORITHMS`).
+
+A record's own hyperparameters (an algorithm's, docs/adding-a-learner.md#hyperparameters-of-its-own)
+are a dataclass of :func:`option` fields, refused out of range by :func:`check_range`: the same
+pieces the run configs are made of (:mod:`offline_gitd.config`), here on the ground floor so that
+a record and its parameters are plain data that the command line reads without importing JAX.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
+import math
 from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import EntryPoint
 from typing import Any, Generic, TypeVar
@@ -21,6 +28,35 @@ from typing import Any, Generic, TypeVar
 from offline_gitd.errors import ConfigError
 
 Record = TypeVar("Record")
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
+    parse: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
+    unset: str = "domain default",
+) -> Any:
+    """A dataclass field with the help text (and optional flag name, choices, and a parser of the
+    flag's text when the field's type alone cannot read it) of its CLI option. ``choices`` may be
+    a function returning them, called when a parser or a spec reads them: the critics, which
+    installed plug-ins extend (:func:`offline_gitd.config.fields.field_choices`). ``unset`` is what ``--help`` says a ``None``
+    default means (most fields: the domain's default)."""
+    metadata = {"help": help, "flag": flag, "choices": choices, "parse": parse, "metavar": metavar, "unset": unset}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def check_range(flag: str, value: float | None, low: float, high: float | None = None, why: str = "") -> None:
+    """Refuse ``value`` outside ``[low, high]``, NaN and infinities included (``None`` values are
+    "domain default": accepted)."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ConfigError(f"{flag} must be {bound}{f' ({why})' if why else ''}, got {value}")
 
 
 def load_plugins(points: Iterable[EntryPoint], record_type: type[Record], kind: str) -> tuple[Record, ...]:

@@ -20,12 +20,12 @@ from offline_gitd.choices import DRIVERS, HEAD_LAYOUTS, TORSOS
 from offline_gitd.config.fields import (
     check_common_ranges,
     describe_overrides,
-    option,
     parse_seeds,
     parse_widths,
 )
 from offline_gitd.critic_registry import critic_names, critic_spec
 from offline_gitd.errors import ConfigError
+from offline_gitd.records import option
 
 if TYPE_CHECKING:
     from offline_gitd.critics.config import CriticConfig

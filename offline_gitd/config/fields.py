@@ -2,22 +2,26 @@
 
 CleanRL's habit: a dataclass of hyperparameters from which the command line is
 generated. Each field's ``metadata["help"]`` is its help text; ``None`` defaults mean "the
-domain's default", filled in by the learner and written resolved to ``config.json``.
+domain's default", filled in by the learner and written resolved to ``config.json``. A config may
+carry other dataclasses' fields beside its own (:class:`FieldGroup`: an offline algorithm's own
+hyperparameters, docs/adding-a-learner.md#hyperparameters-of-its-own): flat, they are flags and
+keys like its own, shown in ``--help`` under their group's heading.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import types
 import typing
-from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from offline_gitd.choices import did_you_mean
 from offline_gitd.errors import ConfigError
+from offline_gitd.records import check_range
 
 # Upper bounds shared by the learners' configs. Each exists because a larger value is never a
 # meaningful experiment here but would spend minutes and gigabytes before failing.
@@ -35,25 +39,6 @@ MAX_K = 100
 MAX_N_STEP = 1_000
 
 
-def option(
-    default: Any,
-    help: str,
-    *,
-    flag: str | None = None,
-    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None,
-    parse: Callable[[str], Any] | None = None,
-    metavar: str | None = None,
-    unset: str = "domain default",
-) -> Any:
-    """A dataclass field with the help text (and optional flag name, choices, and a parser of the
-    flag's text when the field's type alone cannot read it) of its CLI option. ``choices`` may be
-    a function returning them, called when a parser or a spec reads them: the critics, which
-    installed plug-ins extend (:func:`field_choices`). ``unset`` is what ``--help`` says a ``None``
-    default means (most fields: the domain's default)."""
-    metadata = {"help": help, "flag": flag, "choices": choices, "parse": parse, "metavar": metavar, "unset": unset}
-    return dataclasses.field(default=default, metadata=metadata)
-
-
 def parse_ratio(text: str) -> float:
     """``"1/4"`` -> 0.25, ``"0.25"`` -> 0.25, ``"4"`` -> 4.0: a finite number or a fraction a/b,
     the notation the paper (and ``--help``) uses for update-to-data ratios. Only a text with a
@@ -67,16 +52,6 @@ def parse_ratio(text: str) -> float:
     if not math.isfinite(value):
         raise problem
     return value
-
-
-def check_range(flag: str, value: float | None, low: float, high: float | None = None, why: str = "") -> None:
-    """Refuse ``value`` outside ``[low, high]``, NaN and infinities included (``None`` values are
-    "domain default": accepted)."""
-    if value is None:
-        return
-    if not math.isfinite(value) or value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ConfigError(f"{flag} must be {bound}{f' ({why})' if why else ''}, got {value}")
 
 
 def field_choices(field: dataclasses.Field) -> tuple[Any, ...] | None:
@@ -129,6 +104,50 @@ def base_type(annotation: Any) -> Any:
     return annotation
 
 
+class FieldGroup(NamedTuple):
+    """A dataclass whose fields a config carries flat beside its own: flags under the heading
+    ``title`` (``description`` below it) in ``--help``, keys at the top level of a config file,
+    ``config.json`` and a sweep spec. A config class lists its groups with a ``field_groups()``
+    classmethod (``OfflineConfig``'s: each algorithm's own parameters)."""
+
+    title: str
+    description: str
+    fields: type
+
+
+def field_groups(cls: type) -> tuple[FieldGroup, ...]:
+    """The groups config class ``cls`` carries (none unless it has ``field_groups()``)."""
+    groups = getattr(cls, "field_groups", None)
+    return tuple(groups()) if groups is not None else ()
+
+
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """A dataclass's field types, evaluated once: a sweep's every grid entry and a config file's
+    every key check against them, and evaluating annotations is the bulk of that work."""
+    return typing.get_type_hints(cls)
+
+
+def own_fields(cls: type) -> dict[str, tuple[dataclasses.Field, Any]]:
+    """The fields of dataclass ``cls`` that are flags, by name, each with its type less ``None``
+    (``int | None`` -> ``int``); a field marked ``nested`` (where a config keeps a group's values)
+    is not one."""
+    hints = type_hints(cls)
+    return {
+        field.name: (field, base_type(hints[field.name]))
+        for field in dataclasses.fields(cls)
+        if not field.metadata.get("nested")
+    }
+
+
+def config_fields(cls: type) -> dict[str, tuple[dataclasses.Field, Any]]:
+    """Every flag and key of config class ``cls``: its own fields, then its groups' (:func:`own_fields`)."""
+    table = own_fields(cls)
+    for group in field_groups(cls):
+        table.update(own_fields(group.fields))
+    return table
+
+
 def add_dataclass_arguments(
     parser: argparse.ArgumentParser,
     cls: type,
@@ -137,7 +156,8 @@ def add_dataclass_arguments(
     only_given: bool = False,
     hidden: tuple[str, ...] = (),
 ) -> None:
-    """One ``--flag`` per field of ``cls`` (``snake_case`` -> ``--snake-case``).
+    """One ``--flag`` per field of ``cls`` (``snake_case`` -> ``--snake-case``), then one per field
+    of each of its groups (:class:`FieldGroup`), under the group's heading.
 
     ``only_given`` leaves a flag the user did not type out of the namespace (argparse's
     ``SUPPRESS``) instead of filling its default, so that a handler can tell "not given" from
@@ -146,32 +166,41 @@ def add_dataclass_arguments(
     absent fields from the dataclass defaults. ``hidden`` fields are parsed (so the handler can
     refuse them with its own message) but left out of ``--help``.
     """
-    hints = typing.get_type_hints(cls)
-    for field in dataclasses.fields(cls):
-        if field.name in skip:
-            continue
-        kind = base_type(hints[field.name])
-        flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
-        default = field.default
-        # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
-        help_text = f"{field.metadata.get('help', '')}{_default_note(field)}".replace("%", "%%")
-        if field.name in hidden:
-            help_text = argparse.SUPPRESS
-        parsed_default = argparse.SUPPRESS if only_given else default
-        if kind is bool:
-            parser.add_argument(
-                flag, dest=field.name, action=argparse.BooleanOptionalAction, default=parsed_default, help=help_text
-            )
-        else:
-            parser.add_argument(
-                flag,
-                dest=field.name,
-                type=field.metadata.get("parse") or kind,
-                default=parsed_default,
-                choices=field_choices(field),
-                metavar=field.metadata.get("metavar"),
-                help=help_text,
-            )
+    targets: list[tuple[Any, type]] = [(parser, cls)]
+    targets += [(parser.add_argument_group(g.title, g.description), g.fields) for g in field_groups(cls)]
+    for target, owner in targets:
+        for name, (field, kind) in own_fields(owner).items():
+            if name not in skip:
+                _add_argument(target, field, kind, only_given, name in hidden)
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    """A field's command-line flag: its own (``--K``), or its name's (``bc_alpha`` -> ``--bc-alpha``)."""
+    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+
+
+def _add_argument(target: Any, field: dataclasses.Field, kind: Any, only_given: bool, hidden: bool) -> None:
+    """``field``'s flag on ``target`` (a parser or one of its argument groups)."""
+    flag = flag_of(field)
+    # argparse %-formats help strings: a literal "%" (as in "10%") must be doubled.
+    help_text = f"{field.metadata.get('help', '')}{_default_note(field)}".replace("%", "%%")
+    if hidden:
+        help_text = argparse.SUPPRESS
+    parsed_default = argparse.SUPPRESS if only_given else field.default
+    if kind is bool:
+        target.add_argument(
+            flag, dest=field.name, action=argparse.BooleanOptionalAction, default=parsed_default, help=help_text
+        )
+    else:
+        target.add_argument(
+            flag,
+            dest=field.name,
+            type=field.metadata.get("parse") or kind,
+            default=parsed_default,
+            choices=field_choices(field),
+            metavar=field.metadata.get("metavar"),
+            help=help_text,
+        )
 
 
 def _default_note(field: dataclasses.Field) -> str:
@@ -202,8 +231,8 @@ def describe_overrides(resolved: dict[str, Any], reference: dict[str, Any], igno
 
 
 def given_fields(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields of ``cls`` that the command line set (with ``only_given`` parsing)."""
-    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)}
+    """The fields of ``cls`` (its groups' included) that the command line set (with ``only_given`` parsing)."""
+    return {name: getattr(args, name) for name in config_fields(cls) if hasattr(args, name)}
 
 
 def parse_int_range(text: str, name: str, max_count: int | None = None) -> list[int]:

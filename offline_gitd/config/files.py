@@ -10,16 +10,14 @@ are refused in one line naming them.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tomllib
-import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from offline_gitd.choices import close_names
-from offline_gitd.config.fields import base_type, coerce_value
+from offline_gitd.config.fields import coerce_value, config_fields
 from offline_gitd.errors import ConfigError
 
 
@@ -76,19 +74,19 @@ def read_fields(path: str | Path, cls: type, skip: tuple[str, ...] = ()) -> dict
 
 
 def typed_fields(table: Mapping[str, Any], cls: type, where: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``table``'s values as the fields of ``cls`` type them; unknown keys and wrong types are
-    refused in one line starting with ``where``."""
-    fields = {field.name: field for field in dataclasses.fields(cls)}
+    """``table``'s values as the fields of ``cls`` (its groups' included: an algorithm's own
+    parameters) type them; unknown keys and wrong types are refused in one line starting with ``where``."""
+    fields = config_fields(cls)
     refuse_unknown(where, table, fields)
-    hints = typing.get_type_hints(cls)
     values = {}
     for name, value in table.items():
+        field, kind = fields[name]
         if value is None or name in skip:
-            if value is None and fields[name].default is not None and name not in skip:
+            if value is None and field.default is not None and name not in skip:
                 raise ConfigError(f"{where}: {name}: null is not a value of this field")
             values[name] = value
             continue
-        values[name] = coerce_value(where, name, fields[name], base_type(hints[name]), value)
+        values[name] = coerce_value(where, name, field, kind, value)
     return values
 
 

@@ -227,11 +227,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _fetch_rlu_atari(args: argparse.Namespace) -> int:
-    from offline_gitd.config.fields import check_range
     from offline_gitd.data.http_download import RetryPolicy
     from offline_gitd.data.rlu_fetch import fetch_rlu_atari, summary_lines
     from offline_gitd.errors import UsageError
     from offline_gitd.output_paths import require_dir_target
+    from offline_gitd.records import check_range
 
     check_range("--jobs", args.jobs, 1, MAX_JOBS, why="parallel downloads")
     check_range("--retries", args.retries, 1)
@@ -304,10 +304,10 @@ def _fetch_minari(args: argparse.Namespace) -> int:
 
 def _fetch_minari_pack(args: argparse.Namespace, dataset_id: str, found: Any, datasets_dir: Path) -> int:
     """A dataset a manifest lists: from its pack on the mirrors, checked twice (archive, content)."""
-    from offline_gitd.config.fields import check_range
     from offline_gitd.data.http_download import RetryPolicy
     from offline_gitd.data.inventory import format_bytes
     from offline_gitd.data.pack_fetch import fetch_pack, manifest_summary
+    from offline_gitd.records import check_range
 
     check_range("--retries", args.retries, 1)
     check_range("--timeout", args.timeout, MIN_TIMEOUT, why="seconds")

@@ -337,13 +337,13 @@ def make_iql_family(
 
 def build_iql_family(cfg: Any, spaces: ActionSpace, obs_example: np.ndarray) -> IQLFamily:
     """``--algo iql``'s family builder (offline_gitd.algorithm_registry): continuous actions only,
-    as its record says."""
+    as its record says; its own hyperparameters are ``cfg.params``, an ``IQLParams``."""
     return make_iql_family(
         cfg.critic_config(),
         spaces.action_size,
         obs_example,
         spaces.action_bounds,
         **network_settings(cfg),
-        expectile=cfg.expectile,
-        temperature=cfg.iql_temperature,
+        expectile=cfg.params.expectile,
+        temperature=cfg.params.iql_temperature,
     )

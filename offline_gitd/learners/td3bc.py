@@ -299,15 +299,15 @@ def make_td3bc_family(
 
 def build_td3bc_family(cfg: Any, spaces: ActionSpace, obs_example: np.ndarray) -> TD3BCFamily:
     """``--algo td3bc``'s family builder (offline_gitd.algorithm_registry): continuous actions only,
-    as its record says."""
+    as its record says; its own hyperparameters are ``cfg.params``, a ``TD3BCParams``."""
     return make_td3bc_family(
         cfg.critic_config(),
         spaces.action_size,
         obs_example,
         spaces.action_bounds,
         **network_settings(cfg),
-        bc_alpha=cfg.bc_alpha,
-        policy_noise=cfg.policy_noise,
-        noise_clip=cfg.noise_clip,
-        policy_delay=cfg.policy_delay,
+        bc_alpha=cfg.params.bc_alpha,
+        policy_noise=cfg.params.policy_noise,
+        noise_clip=cfg.params.noise_clip,
+        policy_delay=cfg.params.policy_delay,
     )

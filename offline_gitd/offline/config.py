@@ -6,17 +6,24 @@ with the algorithm's own values over them (its record's ``defaults``,
 default critic) is read from its record, never from its name (docs/adding-a-learner.md). An
 algorithm that trains no critic (behaviour cloning) has ``critic`` ``none``, and every critic flag
 is refused (docs/offline.md#baselines).
+
+An algorithm's own hyperparameters are its record's ``params`` dataclass
+(docs/adding-a-learner.md#hyperparameters-of-its-own): the config keeps the run's values as
+``params`` and shows them flat everywhere else, as ``--flags``, as keys of ``config.json``, of
+``--config`` files and of sweep specs, and as attributes (``cfg.bc_alpha``). Flat, a
+``config.json`` reads as it did when every algorithm's fields sat on this config, and the config
+hash of a run already on a board is the one it had.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from offline_gitd.algorithm_registry import (
-    BUILTIN,
     DOMAIN_ACTIONS,
     AlgorithmSpec,
     algorithm_names,
@@ -25,14 +32,12 @@ from offline_gitd.algorithm_registry import (
 )
 from offline_gitd.choices import FRAME_PLACEMENTS, NO_CRITIC
 from offline_gitd.config.base import RunConfig
-from offline_gitd.config.fields import check_range, option
+from offline_gitd.config.fields import FieldGroup, config_fields, flag_of
 from offline_gitd.config.paper import OFFLINE_DEFAULTS
 from offline_gitd.critic_registry import critic_names
 from offline_gitd.errors import ConfigError
+from offline_gitd.records import option
 
-# The fields hashed even when unset: cql_alpha was hashed before any other algorithm existed; the
-# other built-in algorithms' own fields enter the hash only when set (:meth:`OfflineConfig.hash_identity`).
-HASHED_WHEN_UNSET = ("cql_alpha",)
 # The fields that configure a critic: behaviour cloning has none, so it takes none of them. Each
 # with the value that means "not set".
 CRITIC_FIELDS: dict[str, object] = {"K": None, "T": None, "tau": None, "heads": None, "beta": 1.0, "D": 1}
@@ -43,9 +48,14 @@ def offline_critic_names() -> tuple[str, ...]:
     return (*critic_names(), NO_CRITIC)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class OfflineConfig(RunConfig):
-    """Hyperparameters of ``offline_gitd train``; ``None`` means "the domain's default"."""
+    """Hyperparameters of ``offline_gitd train``; ``None`` means "the domain's default".
+
+    ``OfflineConfig(algo="td3bc", bc_alpha=5.0)``: the algorithm's own parameters are given flat
+    among the shared fields (or as ``params=``, its record's dataclass) and read flat
+    (``cfg.bc_alpha``) or as ``cfg.params.bc_alpha``.
+    """
 
     dataset: str = option("", "rlu-atari:GAME/RUN[:CHECKPOINTS] or minari:DATASET_ID")
     critic: str | None = option(
@@ -61,12 +71,6 @@ class OfflineConfig(RunConfig):
         choices=algorithm_names,
     )
     cql_alpha: float | None = option(None, "cql: weight of the CQL penalty (0: no penalty)")
-    bc_alpha: float | None = option(None, "td3bc: alpha, the weight of Q against the BC term (paper: 2.5)")
-    policy_noise: float | None = option(None, "td3bc: std of the target policy's smoothing noise (paper: 0.2)")
-    noise_clip: float | None = option(None, "td3bc: clip of the smoothing noise (paper: 0.5)")
-    policy_delay: int | None = option(None, "td3bc: critic updates per policy and target update (paper: 2)")
-    expectile: float | None = option(None, "iql: expectile of the value regression, in (0, 1) (paper: 0.7)")
-    iql_temperature: float | None = option(None, "iql: inverse temperature beta of the advantage weights (paper: 3)")
     fraction: float | None = option(None, "fraction of each checkpoint / dataset kept (paper Atari: first 10%)")
     epochs: int | None = option(None, "epochs (an evaluation after each)")
     steps_per_epoch: int | None = option(None, "gradient steps per epoch")
@@ -80,6 +84,9 @@ class OfflineConfig(RunConfig):
         choices=FRAME_PLACEMENTS,
     )
     data_dir: str | None = option(None, "data root (default $OFFLINE_GITD_DATA or the user cache dir)")
+    # The algorithm's own parameters (an instance of its record's params dataclass, None when it has
+    # none): not a flag itself, its fields are (``field_groups``).
+    params: Any = dataclasses.field(default=None, metadata={"nested": True})
 
     NOT_HASHED: ClassVar[tuple[str, ...]] = (
         *RunConfig.NOT_HASHED,
@@ -89,13 +96,50 @@ class OfflineConfig(RunConfig):
         "frames",
     )
 
+    def __init__(self, *, params: Any = None, **values: Any) -> None:
+        """The fields by name; the algorithm's own parameters as ``params`` (its record's
+        dataclass, or a dict of its fields) or flat among the fields, as flags, config files and
+        ``config.json`` give them (:func:`algorithm_params`)."""
+        shared = [field for field in dataclasses.fields(self) if field.name != "params"]
+        names = {field.name for field in shared}
+        for field in shared:
+            object.__setattr__(self, field.name, values.get(field.name, field.default))
+        flat = {name: value for name, value in values.items() if name not in names}
+        object.__setattr__(self, "params", algorithm_params(self.algo, params, flat))
+
+    def __getattr__(self, name: str) -> Any:
+        """A parameter of the run's algorithm read flat (``cfg.bc_alpha``), as ``config.json``
+        holds it; another algorithm's reads ``None`` (unset), as it did when every algorithm's
+        parameters were fields of this config."""
+        params = self.__dict__.get("params")
+        if not name.startswith("__"):
+            if params is not None and name in {field.name for field in dataclasses.fields(params)}:
+                return getattr(params, name)
+            if name in param_owners():
+                return None
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def field_groups(cls) -> tuple[FieldGroup, ...]:
+        """Each algorithm's own parameters: flags under ``--algo NAME`` in ``--help``, keys beside
+        the shared ones (:func:`offline_gitd.config.fields.config_fields`)."""
+        param_owners()  # a parameter named as a shared field or as another algorithm's is refused
+        specs = algorithm_specs().values()
+        return tuple(FieldGroup(f"--algo {s.name}", s.summary, s.params) for s in specs if s.params is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields by name with the algorithm's own parameters flat among them: what
+        ``config.json``, ``--config`` files and sweep specs hold, and what the config hash reads."""
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "params"}
+        return {**values, **(dataclasses.asdict(self.params) if self.params is not None else {})}
+
     def resolve(self, domain: str) -> OfflineConfig:
         """Fill domain defaults (the algorithm's over the domain's), apply the paper's per-critic
         rules, validate; returns a new config."""
         self.check_algo_flags()
         self.check_algo(domain)
         spec = algorithm_spec(self.algo)
-        values = dataclasses.asdict(self)
+        values = self.to_dict()
         if values["tau"] is not None and self.T is None:
             values["T"] = 1
         defaults = {**OFFLINE_DEFAULTS[domain], **spec.defaults.get(domain, {})}
@@ -161,20 +205,17 @@ class OfflineConfig(RunConfig):
                 f"--algo {other.name}" for other in algorithm_specs().values() if not other.trains_critic
             )
             raise ConfigError(f"--critic {NO_CRITIC} is for {without}; --algo {self.algo} trains a critic")
-        for name in ("policy_noise", "noise_clip", "iql_temperature"):
-            check_range(flag(name), getattr(self, name), 0.0)
-        if self.bc_alpha is not None and not (math.isfinite(self.bc_alpha) and self.bc_alpha > 0):
-            raise ConfigError(f"--bc-alpha must be > 0, got {self.bc_alpha}")
-        check_range("--policy-delay", self.policy_delay, 1)
-        if self.expectile is not None and not 0.0 < self.expectile < 1.0:
-            raise ConfigError(f"--expectile must be in (0, 1), got {self.expectile}")
+        # the algorithm's own parameters were checked by their dataclass when given
 
     def hash_identity(self) -> dict[str, Any]:
-        """The hashed fields, less the baselines' own where unset: a CQL run hashes as it did
-        before they existed, so its rows still pool with those of earlier runs of its method."""
-        own_fields = {name for spec in BUILTIN for name in spec.fields} - set(HASHED_WHEN_UNSET)
+        """The hashed fields (the algorithm's own parameters flat among them), less its
+        parameters left unset: a run hashes as it did when TD3+BC's and IQL's were fields of this
+        config, hashed only when set, so the rows on a board still pool with its method's new runs."""
         identity = super().hash_identity()
-        return {k: v for k, v in identity.items() if not (k in own_fields and v is None)}
+        unset = {
+            k for k, v in (dataclasses.asdict(self.params) if self.params is not None else {}).items() if v is None
+        }
+        return {k: v for k, v in identity.items() if k not in unset}
 
     def algorithm_name(self, action_kind: str) -> str:
         """What the board calls the algorithm: its name (``cql``, ``bc``, ``td3bc``, ``iql``), or for
@@ -200,19 +241,77 @@ class OfflineConfig(RunConfig):
 
 
 def others_fields(spec: AlgorithmSpec) -> list[str]:
-    """The fields other algorithms' records declare their own and ``spec``'s does not: refused when
-    set, left unset when defaulted. A field a record names that the config lacks is refused."""
-    known = {f.name for f in dataclasses.fields(OfflineConfig)}
+    """The shared fields other algorithms' records declare their own (``fields``) and ``spec``'s
+    does not: refused when set, left unset when defaulted. A record whose ``fields`` name no shared
+    field, or whose ``defaults`` name neither a shared field nor one of its ``params``, is refused."""
+    shared = {f.name for f in dataclasses.fields(OfflineConfig)} - {"params"}
     names = []
     for other in algorithm_specs().values():
-        for name in (*other.fields, *(key for values in other.defaults.values() for key in values)):
-            if name not in known:
+        for name in other.fields:
+            if name not in shared:
                 raise ConfigError(f"algorithm {other.name!r} names {name!r}, which is not a train config field")
+        for name in (key for values in other.defaults.values() for key in values):
+            if name not in shared and name not in other.param_names:
+                raise ConfigError(
+                    f"algorithm {other.name!r} names {name!r}, which is not a train config field nor one of its params"
+                )
         names += [name for name in other.fields if name not in spec.fields and name not in names]
     return names
 
 
+def param_owners() -> dict[str, AlgorithmSpec]:
+    """Each algorithm's own parameter by name, with its algorithm. A parameter is a flag and a key
+    beside the shared fields, so one named as a shared field or as another algorithm's is refused
+    in one line: prefix it with the algorithm's name, as ``iql_temperature`` is IQL's."""
+    shared = {f.name for f in dataclasses.fields(OfflineConfig)}
+    owners: dict[str, AlgorithmSpec] = {}
+    for spec in algorithm_specs().values():
+        for name in spec.param_names:
+            other = "a shared train config field" if name in shared else owners.get(name)
+            if other is not None:
+                also = other if isinstance(other, str) else f"also a parameter of algorithm {other.name!r}"
+                raise ConfigError(
+                    f"algorithm {spec.name!r}: its parameter {name!r} is {also}; prefix it with the "
+                    f"algorithm's name (as iql_temperature is IQL's)"
+                )
+            owners[name] = spec
+    return owners
+
+
+def algorithm_params(algo: str, params: Any, flat: Mapping[str, Any]) -> Any:
+    """The run's instance of ``algo``'s ``params`` dataclass (``None`` if it has none): ``params``
+    (an instance, or a dict of its fields, as ``dataclasses.asdict`` gives it) with the values
+    given ``flat`` over it. ``None`` values are unset. A flat parameter of another algorithm is
+    refused when set and dropped when ``None``: a ``config.json`` written before the parameters
+    moved to the records holds every algorithm's, unset. A name no algorithm has is a TypeError, as
+    a dataclass refuses an unknown field."""
+    owners = param_owners()
+    unknown = sorted(set(flat) - set(owners))
+    if unknown:
+        raise TypeError(f"OfflineConfig got an unexpected keyword argument {unknown[0]!r}")
+    given = {name: value for name, value in flat.items() if value is not None}
+    if isinstance(params, Mapping):
+        given = {**{name: value for name, value in params.items() if value is not None}, **given}
+        params = None
+    if algo not in algorithm_specs():
+        if given or params is not None:
+            algorithm_spec(algo)  # the unknown algorithm's one line, naming the known ones
+        return None  # refused by resolve and check_flags, with that same line
+    spec = algorithm_spec(algo)
+    foreign = [name for name in given if name not in spec.param_names]
+    if foreign:
+        owner = owners.get(foreign[0])
+        flag = flag_of(config_fields(OfflineConfig)[foreign[0]][0])
+        raise ConfigError(f"{flag} is for --algo {owner.name if owner else '?'}, not --algo {algo}")
+    if spec.params is None:
+        if params is not None:
+            raise ConfigError(f"--algo {algo} has no parameters of its own, got {params!r}")
+        return None
+    if params is not None and not isinstance(params, spec.params):
+        raise ConfigError(f"--algo {algo}'s parameters are a {spec.params.__name__}, got {type(params).__name__}")
+    return dataclasses.replace(params or spec.params(), **given)
+
+
 def flag(name: str) -> str:
     """A field's command-line flag (``bc_alpha`` -> ``--bc-alpha``, ``K`` -> ``--K``)."""
-    field = next(f for f in dataclasses.fields(OfflineConfig) if f.name == name)
-    return field.metadata.get("flag") or f"--{name.replace('_', '-')}"
+    return flag_of(config_fields(OfflineConfig)[name][0])

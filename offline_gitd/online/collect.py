@@ -37,7 +37,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from offline_gitd.config.fields import check_range
 from offline_gitd.critic_registry import critic_names
 from offline_gitd.data.minari_checkpoints import checkpoint_metadata
 from offline_gitd.data.paths import minari_datasets_dir, use_minari_root
@@ -49,6 +48,7 @@ from offline_gitd.online.config import CollectRequest, OnlineConfig
 from offline_gitd.online.env_info import inspect_env
 from offline_gitd.online.schedules import total_updates, utd_fraction
 from offline_gitd.online.train import train
+from offline_gitd.records import check_range
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.version import __version__
 

@@ -16,10 +16,11 @@ from typing import Any, ClassVar
 
 from offline_gitd.choices import JAX_ENV_IDS, LOOPS
 from offline_gitd.config.base import RunConfig
-from offline_gitd.config.fields import base_type, check_range, option, parse_ratio
+from offline_gitd.config.fields import base_type, parse_ratio
 from offline_gitd.config.paper import GYM_ENV_DEFAULTS, ONLINE_DEFAULTS, STRONG_PRESET
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.schedules import utd_fraction
+from offline_gitd.records import check_range, option
 
 ALGOS = ("dqn", "sac")
 PRESETS = ("none", "strong")

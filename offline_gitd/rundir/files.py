@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from offline_gitd.config.fields import config_fields
 from offline_gitd.errors import ConfigError, UsageError
 from offline_gitd.input_paths import read_json_file, refuse_escaping_links
 from offline_gitd.leaderboard.repeats import repeated_lines
@@ -141,7 +142,7 @@ def resumed_config(
     saved = read_config(run_dir)["config"]
     config = config_from_record(cls, run_dir, saved)
     # compared with the config read, so a field added since the run was made has its default
-    changes = resume_changes(dataclasses.asdict(config), dict(given or {}), extendable, free)
+    changes = resume_changes(config.to_dict(), dict(given or {}), extendable, free)
     changes["out"] = str(run_dir)
     return dataclasses.replace(config, **changes)
 
@@ -163,7 +164,7 @@ def read_config(run_dir: Path) -> dict[str, Any]:
 def config_from_record(cls: type, run_dir: Path, saved: Mapping[str, Any]) -> Any:
     """``cls(**saved)`` for a config read from a run directory, its flags checked: a field the
     package does not know, or a value out of its range (``seeds`` 0-10**9), is one line."""
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = set(config_fields(cls))
     # a field the record predates takes the value it had then, where today's default differs
     saved = {**getattr(cls, "RECORDED_BEFORE", {}), **saved}
     unknown = sorted(set(saved) - names)

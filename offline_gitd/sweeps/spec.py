@@ -17,20 +17,18 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import itertools
 import math
 import re
 import string
 import tomllib
-import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from offline_gitd.algorithm_registry import algorithm_specs
 from offline_gitd.choices import did_you_mean
-from offline_gitd.config.fields import MAX_SEEDS, base_type, coerce_value, parse_int_range
+from offline_gitd.config.fields import MAX_SEEDS, coerce_value, config_fields, flag_of, parse_int_range
 from offline_gitd.errors import ConfigError
 from offline_gitd.online.command import COLLECT_KEYS as COLLECT_FILE_KEYS
 from offline_gitd.online.command import type_names
@@ -303,25 +301,14 @@ def _collect_steps(where: str, command: str, raw: Any) -> tuple[CollectStep, ...
 # ----------------------------------------------------------------------------- fields and values
 
 
-def _field_types(cls: type) -> dict[str, dataclasses.Field]:
-    return {field.name: field for field in dataclasses.fields(cls)}
-
-
-@functools.cache
-def _type_hints(cls: type) -> dict[str, Any]:
-    """The config class's field types, evaluated once: a grid's every table entry checks its
-    fields against them, and evaluating the annotations is the bulk of a spec's validation."""
-    return typing.get_type_hints(cls)
-
-
 def _check_field(where: str, key: str, spec: SweepSpec, name: str, value: Any) -> Any:
-    fields = _field_types(spec.config_class)
+    fields = config_fields(spec.config_class)  # an algorithm's own parameters among them
     if name in RESERVED:
         raise ConfigError(f"{where}: {key}: set by the sweep ({RESERVED[name]}); remove it")
     if name not in fields or (name == "algo" and spec.command != "train"):
         raise ConfigError(f"{where}: {key}: unknown field for {spec.command!r}{did_you_mean(name, fields)}")
-    kind = base_type(_type_hints(spec.config_class)[name])
-    return coerce_value(where, key, fields[name], kind, value)
+    field, kind = fields[name]
+    return coerce_value(where, key, field, kind, value)
 
 
 def _axes(spec: SweepSpec) -> list[tuple[str, list[tuple[str | None, dict[str, Any]]]]]:
@@ -369,14 +356,11 @@ def _entry_label(label: str | None, fields: Mapping[str, Any], axis: str) -> str
     return _slug("-".join(f"{k}-{_format(v)}" for k, v in fields.items()))
 
 
-def flag_of(field: dataclasses.Field) -> str:
-    return field.metadata.get("flag") or "--" + field.name.replace("_", "-")
-
-
 def config_argv(spec: SweepSpec, fields: Mapping[str, Any]) -> list[str]:
-    """The command line setting ``fields``, in the order the command's dataclass declares them."""
+    """The command line setting ``fields``, in the order the command's dataclass declares them
+    (then its groups': an algorithm's own parameters)."""
     argv = list(COMMANDS[spec.command])
-    for field in dataclasses.fields(spec.config_class):
+    for field, _ in config_fields(spec.config_class).values():
         if field.name not in fields:
             continue
         value, flag = fields[field.name], flag_of(field)
@@ -459,7 +443,7 @@ def _plan(spec: SweepSpec, name: str, fields: dict[str, Any], sources: Mapping[s
         config = cls(**{**fields, **extra, "out": name})
         config.resolve(_domain_guess(spec, fields))
     except ConfigError as err:
-        flags = {flag_of(f): f.name for f in dataclasses.fields(cls)}
+        flags = {flag_of(field): name for name, (field, _) in config_fields(cls).items()}
         named = [flags[flag] for flag in re.findall(r"--[a-zA-Z][\w-]*", str(err)) if flags.get(flag) in sources]
         # Messages name a field by its flag (--lr) or by itself (T must be ...).
         named += [word for word in re.findall(r"\b\w+\b", str(err)) if word in sources]

@@ -1,10 +1,11 @@
 """A toy learner, the example of docs/adding-a-learner.md: the one module a new algorithm adds.
 
 Discrete behaviour cloning at its smallest: a linear softmax policy over the flattened
-observation, fit by plain gradient descent on the cross-entropy of the data's actions and greedy
-when it acts. tests/learners/test_algorithm_registry.py gives it one record and trains it through
-the command line. Its update logs ``toy_accuracy`` besides the ``loss`` every family logs, so a run's
-metrics show which learner trained it.
+observation, fit by plain gradient descent on the cross-entropy of the data's actions plus an L2
+penalty on its weights, and greedy when it acts. tests/learners/test_algorithm_registry.py gives it
+one record, whose parameter dataclass adds ``--toy-l2``, and trains it through the command line.
+Its update logs ``toy_accuracy`` and ``toy_penalty`` besides the ``loss`` every family logs, so a
+run's metrics show which learner trained it, and with which penalty.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ToyFamily:
     obs_dim: int
     n_actions: int
     lr: float
+    l2: float  # the penalty's weight: the record's own hyperparameter, --toy-l2
 
     def init(self, rng: jax.Array) -> ToyState:
         weights = 0.01 * jax.random.normal(rng, (self.obs_dim, self.n_actions))
@@ -45,20 +47,22 @@ class ToyFamily:
     def step(self, state: ToyState, batch: Batch) -> tuple[ToyState, dict[str, jnp.ndarray]]:
         action = batch.action.astype(jnp.int32)
 
-        def loss(params: ToyState) -> jnp.ndarray:
+        def loss(params: ToyState) -> tuple[jnp.ndarray, jnp.ndarray]:
             logits = self.logits(params, batch.obs)
             chosen = jnp.take_along_axis(logits, action[:, None], axis=-1)[:, 0]
-            return jnp.mean(batch.weight * (jax.nn.logsumexp(logits, axis=-1) - chosen))
+            penalty = 0.5 * self.l2 * jnp.sum(jnp.square(params.weights))
+            return jnp.mean(batch.weight * (jax.nn.logsumexp(logits, axis=-1) - chosen)) + penalty, penalty
 
-        value, grads = jax.value_and_grad(loss)(state)
+        (value, penalty), grads = jax.value_and_grad(loss, has_aux=True)(state)
         accuracy = jnp.mean(jnp.argmax(self.logits(state, batch.obs), axis=-1) == action)
         new = jax.tree.map(lambda p, g: p - self.lr * g, state, grads)
-        return new, {"loss": value, "toy_accuracy": accuracy}
+        return new, {"loss": value, "toy_accuracy": accuracy, "toy_penalty": penalty}
 
     def act(self, state: ToyState, obs: jnp.ndarray, rng: jax.Array) -> jnp.ndarray:
         return jnp.argmax(self.logits(state, obs), axis=-1).astype(jnp.int32)
 
 
 def build_toy_family(cfg: Any, spaces: ActionSpace, obs_example: np.ndarray) -> ToyFamily:
-    """The record's ``family``: the run's resolved config, the dataset's actions, one network input."""
-    return ToyFamily(int(np.prod(obs_example.shape[1:])), spaces.action_size, cfg.lr)
+    """The record's ``family``: the run's resolved config (the record's own parameters as
+    ``cfg.params``), the dataset's actions, one network input."""
+    return ToyFamily(int(np.prod(obs_example.shape[1:])), spaces.action_size, cfg.lr, cfg.params.toy_l2)

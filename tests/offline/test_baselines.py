@@ -19,6 +19,7 @@ import offline_gitd
 from offline_gitd.cli import main
 from offline_gitd.errors import ConfigError
 from offline_gitd.offline.config import OfflineConfig
+from offline_gitd.offline.train import resume_config
 from offline_gitd.sweeps.spec import expand, load_spec
 from tests.minari_fixtures import record_random_dataset
 
@@ -225,6 +226,33 @@ def test_the_baselines_sweep_is_cql_bc_td3bc_and_iql_on_a_collected_hopper_datas
     assert "5 runs; nothing was run (--dry-run)" in printed
     assert "offline_gitd collect Hopper-v5 --steps 200000 --out offline_gitd/Hopper-v5/sac-200000-v0" in printed
     assert not (tmp_path / "sweep").exists() or not any((tmp_path / "sweep").rglob("config.json"))
+
+
+# Each algorithm's own parameters were fields of OfflineConfig before they moved to their records'
+# params dataclasses: a config.json of then holds every algorithm's, the others' null.
+BEFORE_RECORDS = dict.fromkeys(
+    ("bc_alpha", "policy_noise", "noise_clip", "policy_delay", "expectile", "iql_temperature")
+)
+
+
+@pytest.mark.parametrize(
+    "algo, recorded_hash",
+    # the hashes the package computed for these configs before the parameters moved
+    [("td3bc", "26cf3e058409d902"), ("iql", "781fe1da12bd9709"), ("cql", "1c4a1da17ad3b793")],
+)
+def test_a_config_json_from_before_the_params_moved_resumes_with_its_hash(tmp_path, algo, recorded_hash) -> None:
+    resolved = config(algo, torso="mlp").resolve("continuous")
+    written = {**BEFORE_RECORDS, **resolved.to_dict(), "out": str(tmp_path)}
+    (tmp_path / "config.json").write_text(json.dumps({"config": written}))
+    resumed = resume_config(tmp_path, {"epochs": 200})
+    assert resumed.config_hash() == resolved.config_hash() == recorded_hash
+    assert resumed.epochs == 200 and resumed.params == resolved.params
+    assert {k: v for k, v in written.items() if v is not None} == {
+        k: v for k, v in dataclasses.replace(resumed, epochs=resolved.epochs).to_dict().items() if v is not None
+    }
+    other = "expectile" if algo == "td3bc" else "bc_alpha"
+    with pytest.raises(ConfigError, match=f"--{other.replace('_', '-')} 0.5 differs from the run's {other} = None"):
+        resume_config(tmp_path, {other: 0.5})
 
 
 def test_a_cql_run_hashes_as_before_the_baselines_existed() -> None:
