@@ -109,9 +109,9 @@ def run(
     """One online DQN run of ``steps`` env steps under a :class:`Watch`: its samples, the initial
     random steps and the steps per sample."""
     from offline_gitd.online.config import OnlineConfig
-    from offline_gitd.online.loop import EPISODE_COLUMNS, EPISODES_FILE, OnlineRun
+    from offline_gitd.online.lifecycle import online_lifecycle
+    from offline_gitd.online.loop import OnlineRun
     from offline_gitd.online.train import build_family, resolve_config
-    from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
 
     cfg, info = resolve_config(
         OnlineConfig(
@@ -122,14 +122,7 @@ def run(
     if steps % cfg.log_every:
         sys.exit(f"--steps must be a multiple of the env's log window ({cfg.log_every} steps)")
     family = build_family(cfg, info)
-    record, made_by = run_record(
-        cfg, suite=info.suite, env=info.name, method_config=cfg.method_config(info.domain), command_line=None,
-        data_dir=None,
-    )  # fmt: skip
-    lifecycle = RunLifecycle(
-        out, record, made_by, resume=False, overwrite=False, outputs=None, unit="env step",
-        extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
-    )  # fmt: skip
+    lifecycle = online_lifecycle(cfg, info)  # a new run directory, as `offline_gitd online` opens one
     watches: list[Watch] = []
     holder: dict[str, OnlineRun] = {}
 

@@ -63,10 +63,11 @@ from offline_gitd.learners.drivers import (
     make_chunk_runner,
 )
 from offline_gitd.learners.family import seed_states
-from offline_gitd.online.compiled import CompiledDQN, compiled_dqn
+from offline_gitd.online.compiled import CompiledDQN
 from offline_gitd.online.config import OnlineConfig
-from offline_gitd.online.loop import OnlineRun, online_lifecycle
-from offline_gitd.online.train import build_family, resolve_config
+from offline_gitd.online.lifecycle import online_lifecycle
+from offline_gitd.online.loop import OnlineRun
+from offline_gitd.online.train import build_family, compiled_dqn, resolve_config
 from offline_gitd.rundir.flags import RunFlags
 
 ROOT = Path(__file__).resolve().parents[1]

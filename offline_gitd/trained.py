@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from offline_gitd.errors import UsageError
-from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.rundir.checkpoints import restore_seed_states
 from offline_gitd.rundir.files import (
     CHECKPOINTS,
     CONFIG_FILE,
@@ -134,8 +134,6 @@ class Run:
 
     def agent(self, epoch: int | None = None) -> Agent:
         """The learner restored from checkpoint ``epoch`` (default: the latest)."""
-        from offline_gitd.learners.family import seed_states
-
         saved = self.checkpoints()
         if not saved:
             raise UsageError(f"{self.path} holds no checkpoint yet")
@@ -145,13 +143,7 @@ class Run:
             unit = "epoch" if self.kind == "offline" else "env step"
             raise UsageError(f"no checkpoint at {unit} {epoch} in {self.path} (saved: {', '.join(map(str, saved))})")
         family, make_env, flatten, epsilon = self._family_and_env()
-        if self.kind == "online" and self.config.loop == "compiled":  # its checkpoint is the loop's whole carry
-            from offline_gitd.online.compiled_run import restore_learner
-
-            state = restore_learner(self.path, epoch, self.config, family)
-        else:
-            like = seed_states(family, self.seeds, compiled=False)
-            state = Checkpoints(self.path).restore(epoch, like)
+        state = restore_seed_states(self.path, epoch, family, self.seeds)  # either pipeline, either loop
         return Agent(family, state, tuple(self.seeds), epoch, make_env, flatten, epsilon)
 
     def _family_and_env(self) -> tuple[Any, Callable[..., Any], bool, float]:

@@ -171,26 +171,19 @@ def evaluation_reference(run_dir: Path, episodes: int, epsilon: float, seed: int
     import jax
     import jax.numpy as jnp
 
-    from offline_gitd.learners.family import seed_states
     from offline_gitd.online.env_info import make_online_env
     from offline_gitd.online.train import build_family
-    from offline_gitd.rundir.checkpoints import Checkpoints
+    from offline_gitd.rundir.checkpoints import Checkpoints, restore_seed_states
     from offline_gitd.rundir.files import config_from_record, read_config
 
-    # the final policy, restored as `offline_gitd evaluate` restores an online run's (offline_gitd/trained.py)
+    # the final policy, restored as `offline_gitd evaluate` restores any run's (offline_gitd/trained.py)
     cfg = config_from_record(OnlineConfig, run_dir, read_config(run_dir)["config"])
     info = inspect_env(cfg.env, cfg.algo)
     family = build_family(cfg, info)
     step = Checkpoints(run_dir).latest()
     if step is None:
         raise UsageError(f"the behaviour agent saved no checkpoint in {run_dir}: nothing to evaluate")
-    if cfg.loop == "compiled":
-        from offline_gitd.online.compiled_run import restore_learner
-
-        state = restore_learner(run_dir, step, cfg, family)
-    else:
-        like = seed_states(family, cfg.seed_list, compiled=False)
-        state = Checkpoints(run_dir).restore(step, like)
+    state = restore_seed_states(run_dir, step, family, cfg.seed_list)
     state = jax.tree.map(lambda x: x[0], state)  # the one seed a recording has
     act, key, flatten = jax.jit(family.act), jax.random.PRNGKey(cfg.seed_list[0]), not (info.frames or info.images)
 

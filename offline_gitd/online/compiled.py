@@ -58,7 +58,6 @@ from offline_gitd.learners.family import DiscreteFamily
 from offline_gitd.online.config import OnlineConfig, check_compiled_loop
 from offline_gitd.online.env_info import EnvInfo, obs_example
 from offline_gitd.online.schedules import epsilon_at, updates_after_step, utd_fraction
-from offline_gitd.online.train import build_family, resolve_config
 from offline_gitd.rundir.metrics import PER_SAMPLE
 
 
@@ -362,15 +361,6 @@ class CompiledDQN:
         return self.program(
             carry, jnp.asarray(s.epsilons(first_step, steps)), jnp.asarray(s.update_steps(first_step, steps))
         )
-
-
-def compiled_dqn(cfg: OnlineConfig) -> tuple[CompiledDQN, OnlineConfig]:
-    """The compiled loop of ``online dqn`` with ``cfg``, resolved and its family built as
-    ``offline_gitd online dqn`` builds them; refuses what the compiled loop does not do (before
-    gymnasium builds the env)."""
-    check_compiled_loop(cfg)
-    cfg, info = resolve_config(cfg)
-    return compiled_loop(cfg, build_family(cfg, info), info), cfg
 
 
 def compiled_loop(cfg: OnlineConfig, family: DiscreteFamily, info: EnvInfo | None = None) -> CompiledDQN:

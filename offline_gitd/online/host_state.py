@@ -18,7 +18,7 @@ the user vouches for the run with ``--trust-pickles``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,8 @@ from offline_gitd.errors import UsageError
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo
 from offline_gitd.online.replay import WindowedReplay
-from offline_gitd.rundir.lifecycle import RunLifecycle
 from offline_gitd.rundir.seals import (
     DamagedFile,
-    deferred_interrupt,
     read_sealed_arrays,
     read_sealed_pickle,
     write_sealed_arrays,
@@ -97,26 +95,6 @@ def new_slot(cfg: OnlineConfig, info: EnvInfo, seed: int) -> SeedSlot:
 
 def host_state_path(run_dir: Path, step: int, suffix: str = SUFFIX) -> Path:
     return run_dir / HOST_STATE / f"{step}{suffix}"
-
-
-def save_checkpoint(
-    run: RunLifecycle, run_dir: Path, step: int, state: Any, write_host: Callable[[Path], None]
-) -> None:
-    """Checkpoint ``step`` of an online run, whichever loop runs it: the host state
-    (``write_host(path)``, sealed: verified on write), then orbax's save of ``state`` (sealed by
-    its digest), then the host states older than the previous checkpoint's. A crash or Ctrl-C
-    anywhere leaves the newest pair or the one before it intact, and resume falls back to that
-    one if needed."""
-    path = host_state_path(run_dir, step)
-    path.parent.mkdir(exist_ok=True)
-    with deferred_interrupt():
-        write_host(path)
-        run.save(step, state)
-        saved = [p for suffix in (SUFFIX, LEGACY_SUFFIX) for p in path.parent.glob(f"*{suffix}")]
-        kept = sorted({int(p.stem) for p in saved if p.stem.isdigit()}, reverse=True)[:2]
-        for old in saved:
-            if not old.stem.isdigit() or int(old.stem) not in kept:
-                old.unlink()
 
 
 def action_spec(info: EnvInfo) -> tuple[tuple[int, ...], np.dtype]:

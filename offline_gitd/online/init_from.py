@@ -32,7 +32,7 @@ from offline_gitd.learners.family import Family, seed_states
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.env_info import EnvInfo
 from offline_gitd.online.origin import check_network, offline_record
-from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.rundir.checkpoints import Checkpoints, restore_seed_states
 from offline_gitd.rundir.files import CHECKPOINTS, absolute
 
 # State fields that belong to the online run itself, not to what was learned.
@@ -81,8 +81,8 @@ def load_origin(cfg: OnlineConfig, info: EnvInfo, family: Family) -> Origin:
         )
     fresh = seed_states(family, cfg.seed_list, compiled=False)
     like = seed_states(family, offline_seeds, compiled=False)
-    try:
-        learned = Checkpoints(Path(cfg.init_from)).restore(cfg.init_epoch, like)
+    try:  # read as any trained run is read (offline_gitd/trained.py), into the online family's state
+        learned = restore_seed_states(Path(cfg.init_from), cfg.init_epoch, family, offline_seeds)
     except Exception as err:  # noqa: BLE001 - orbax names a shape or tree mismatch in many ways
         raise ConfigError(
             f"--init-from {cfg.init_from}: its checkpoint does not fit online {cfg.algo} on {cfg.env} "

@@ -48,14 +48,12 @@ from offline_gitd.online.host_state import (
     new_slot,
     read_host_state,
     read_legacy_host_state,
-    save_checkpoint,
     write_host_state,
 )
 from offline_gitd.online.init_from import Origin, seed_replay
+from offline_gitd.online.lifecycle import online_lifecycle, save_checkpoint
 from offline_gitd.online.schedules import updates_after_step, utd_fraction
 from offline_gitd.online.windows import (
-    EPISODE_COLUMNS,
-    EPISODES_FILE,
     ClosedWindow,
     Console,
     acting_epsilon,
@@ -63,7 +61,7 @@ from offline_gitd.online.windows import (
     metric_columns,
 )
 from offline_gitd.rundir.flags import RunFlags
-from offline_gitd.rundir.lifecycle import RunLifecycle, run_record
+from offline_gitd.rundir.lifecycle import RunLifecycle
 from offline_gitd.rundir.metrics import MetricWindow
 
 
@@ -202,10 +200,9 @@ class OnlineRun:
         return read_host_state(path, self.cfg, self.info)
 
     def save(self, step: int) -> None:
-        """The training state and every slot (:func:`~offline_gitd.online.host_state.save_checkpoint`)."""
+        """The training state and every slot (:func:`~offline_gitd.online.lifecycle.save_checkpoint`)."""
         save_checkpoint(
             self.run,
-            self.run_dir,
             step,
             self.state,
             lambda path: write_host_state(path, self.updates, self.slots, self.info, self.next_actions),
@@ -378,29 +375,3 @@ def run_online(
     run = online_lifecycle(cfg, info, flags, origin=origin)
     OnlineRun(cfg, info, family, run_dir, flags.progress, wrap_env, run, trust_pickles, origin).train()
     return run_dir
-
-
-def online_lifecycle(
-    cfg: OnlineConfig, info: EnvInfo, flags: RunFlags = RunFlags(), *, origin: Origin | None = None
-) -> RunLifecycle:
-    """The run directory ``cfg.out`` of an online run, with its record and its episode log: what
-    :func:`run_online` trains in, and what the speed benchmarks open an :class:`OnlineRun` on."""
-    record, made_by = run_record(
-        cfg,
-        suite=info.suite,
-        env=info.name,
-        method_config=cfg.method_config(info.domain),
-        command_line=flags.command_line,
-        data_dir=None,
-        **({"init_from": origin.record} if origin is not None else {}),
-    )
-    return RunLifecycle(
-        Path(cfg.out),
-        record,
-        made_by,
-        resume=flags.resume,
-        overwrite=flags.overwrite,
-        outputs=flags.outputs,
-        unit="env step",
-        extra_logs={"episodes": (EPISODES_FILE, EPISODE_COLUMNS)},
-    )

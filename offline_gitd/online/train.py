@@ -8,21 +8,23 @@ TDRC -> QRC / SACRC, i-TD -> i-DQN / i-SAC, Gi-TD -> Gi-DQN / Gi-SAC.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
 from offline_gitd.errors import ConfigError
 from offline_gitd.learners.family import Family, make_continuous_family, make_discrete_family
-from offline_gitd.online.config import OnlineConfig, choose_loop
+from offline_gitd.online.config import OnlineConfig, check_compiled_loop, choose_loop
 from offline_gitd.online.env_info import EnvInfo, inspect_env, obs_example
 from offline_gitd.rundir.flags import Outputs, RunFlags
+
+if TYPE_CHECKING:
+    from offline_gitd.online.compiled import CompiledDQN
 
 
 def resolve_config(cfg: OnlineConfig) -> tuple[OnlineConfig, EnvInfo]:
@@ -86,6 +88,18 @@ def build_family(cfg: OnlineConfig, info: EnvInfo) -> Family:
     )
 
 
+def compiled_dqn(cfg: OnlineConfig) -> tuple[CompiledDQN, OnlineConfig]:
+    """The compiled loop of ``online dqn`` with ``cfg`` (:mod:`offline_gitd.online.compiled`), resolved
+    and its family built as :func:`train` builds them, without a run directory: what the speed
+    benchmarks and the tests drive chunk by chunk. Refuses what the compiled loop does not do
+    (before gymnasium builds the env)."""
+    from offline_gitd.online.compiled import compiled_loop
+
+    check_compiled_loop(cfg)
+    cfg, info = resolve_config(cfg)
+    return compiled_loop(cfg, build_family(cfg, info), info), cfg
+
+
 def train(
     cfg: OnlineConfig,
     *,
@@ -109,19 +123,14 @@ def train(
     no update is refused (:func:`check_makes_updates`) unless ``require_updates`` is False: a
     ``collect``'s behaviour run is a dataset's, not a result (``--policy random`` is the loop with
     every step a random sample, on purpose); a board refuses such a run's rows whichever way it was made."""
+    from offline_gitd.online.lifecycle import held_run_dir
     from offline_gitd.online.loop import run_online
-    from offline_gitd.rundir.files import absolute, check_run_dir
-    from offline_gitd.rundir.lock import hold_run_dir
 
     flags = RunFlags(resume, progress, overwrite, command_line, outputs)
     if wrap_env is not None and cfg.loop == "auto":  # only the Python loop steps a gymnasium env to wrap
         cfg = dataclasses.replace(cfg, loop="python")
-    if cfg.out:
-        cfg = dataclasses.replace(cfg, out=absolute(cfg.out))
     # the run's one writer (docs/locks.md), from its first check to its last row
-    with hold_run_dir(Path(cfg.out)) if cfg.out else contextlib.nullcontext():
-        if cfg.out:
-            check_run_dir(Path(cfg.out), resume, overwrite)
+    with held_run_dir(cfg, flags) as cfg:
         cfg, info = resolve_config(cfg)
         origin = None
         starts_from = bool(cfg.init_from) and not resume  # a resumed run continues from its own checkpoint

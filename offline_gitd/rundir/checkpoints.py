@@ -15,11 +15,12 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import orbax.checkpoint as ocp
 
+from offline_gitd.errors import UsageError
 from offline_gitd.rundir.files import CHECKPOINTS
 from offline_gitd.rundir.seals import (
     DamagedFile,
@@ -30,7 +31,14 @@ from offline_gitd.rundir.seals import (
     write_json_atomic,
 )
 
+if TYPE_CHECKING:
+    from offline_gitd.learners.family import Family
+
 ORBAX_TMP_SUFFIX = ".orbax-checkpoint-tmp"
+# The folder inside a step where orbax's CheckpointManager keeps its one (unnamed) item.
+ORBAX_ITEM = "default"
+# Fields of a checkpoint that held a compiled loop's whole carry (docs/online.md#the-compiled-loop).
+WHOLE_CARRY = {"learner", "env_state", "replay"}
 
 
 class Checkpoints:
@@ -70,6 +78,30 @@ class Checkpoints:
     def restore(self, epoch: int, like: Any) -> Any:
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         return self.manager.restore(epoch, args=ocp.args.StandardRestore(abstract))
+
+    def saved_fields(self, epoch: int) -> list[str] | None:
+        """The top-level names of the tree checkpoint ``epoch`` holds, from orbax's metadata (no
+        array is read); ``None`` where the metadata cannot say (a damaged or unfinished save,
+        which :meth:`problem` names)."""
+        try:
+            with _orbax_errors_unlogged():
+                tree = ocp.StandardCheckpointHandler().metadata(self.path(epoch) / ORBAX_ITEM).tree
+        except Exception:  # noqa: BLE001 -- orbax fails in many ways on a damaged save; problem() says which
+            return None
+        return sorted(tree) if isinstance(tree, dict) else None
+
+    def refuse_whole_carry(self, epoch: int) -> None:
+        """Refuse in one line (:class:`~offline_gitd.errors.UsageError`) a checkpoint that holds a
+        compiled loop's whole carry, as older versions saved a compiled run's, where a checkpoint
+        now holds the learner's state alone (docs/online.md#the-compiled-loop); checked before orbax
+        is asked to read it, whose own error is pages of tree paths."""
+        fields = self.saved_fields(epoch)
+        if fields is not None and WHOLE_CARRY <= set(fields):
+            raise UsageError(
+                f"checkpoint {epoch} in {self.directory} holds a compiled loop's whole state, as older "
+                "versions saved it; this version reads a checkpoint of the learner's state alone and "
+                "cannot read or resume it: train the run again"
+            )
 
     def restore_as_written(self, epoch: int) -> Any:
         """Checkpoint ``epoch`` as its files hold it, with no template: for comparing two runs'
@@ -153,6 +185,23 @@ class Checkpoints:
             shutil.rmtree(self.path(step), ignore_errors=True)
             self.digest_path(step).unlink(missing_ok=True)
         self.manager.reload()
+
+
+def restore_seed_states(run_dir: Path, step: int, family: Family, seeds: Sequence[int]) -> Any:
+    """Every seed's learner state at checkpoint ``step`` of a run directory, with a leading seed
+    axis: what every reader of a trained run restores (``load_run`` and ``offline_gitd evaluate``,
+    ``--init-from``, ``collect``'s evaluation of its behaviour agent), from an offline run or an
+    online run of either loop, whose checkpoints all hold that one pytree
+    (docs/architecture.md#runs-are-self-contained). The template is ``family``'s fresh state of
+    ``seeds`` (:func:`~offline_gitd.learners.family.seed_states`, uncompiled); a compiled run of an
+    older version, whose checkpoint holds the loop's whole carry, is refused in one line
+    (:meth:`Checkpoints.refuse_whole_carry`)."""
+    from offline_gitd.learners.family import seed_states  # the networks' imports, for a reader only
+
+    checkpoints = Checkpoints(run_dir)
+    like = seed_states(family, seeds, compiled=False)
+    checkpoints.refuse_whole_carry(step)
+    return checkpoints.restore(step, like)
 
 
 def _is_disk_error(err: BaseException) -> bool:

@@ -18,7 +18,6 @@ from offline_gitd.online.compiled import (
     CompiledDQN,
     SeedCarry,
     StepRecord,
-    compiled_dqn,
     finished_episodes,
     ring_add,
     ring_init,
@@ -26,6 +25,7 @@ from offline_gitd.online.compiled import (
 )
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.schedules import total_updates, utd_fraction
+from offline_gitd.online.train import compiled_dqn
 
 
 def make_loop(tmp_path: Any, **kw: Any) -> CompiledDQN:

@@ -14,15 +14,16 @@ import pytest
 
 from offline_gitd.choices import JAX_ENV_IDS
 from offline_gitd.cli import main
-from offline_gitd.online.compiled import JAX_ENVS, compiled_dqn
-from offline_gitd.online.compiled_run import run_compiled
+from offline_gitd.online.compiled import JAX_ENVS, SeedCarry
+from offline_gitd.online.compiled_run import read_loop_state, run_compiled
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.host_state import host_state_path
 from offline_gitd.online.schedules import epsilon_at
-from offline_gitd.online.train import build_family, resolve_config, resume_config
-from offline_gitd.rundir.checkpoints import Checkpoints
+from offline_gitd.online.train import build_family, compiled_dqn, resolve_config, resume_config
+from offline_gitd.rundir.checkpoints import Checkpoints, restore_seed_states
 from offline_gitd.rundir.flags import RunFlags
 from offline_gitd.rundir.lifecycle import TrainingDiverged
-from offline_gitd.rundir.seals import read_sealed_arrays
+from offline_gitd.rundir.seals import read_sealed_arrays, write_sealed_arrays
 from tests.online.test_online import poisoned
 
 STEPS, LOG_EVERY, CHECKPOINT_EVERY, INITIAL = 1_200, 200, 600, 100
@@ -105,11 +106,20 @@ def expected_results(run: Path) -> list[tuple[int, int, float]]:
     return rows
 
 
-def carry_leaves(run: Path) -> list[np.ndarray]:
-    """The last checkpoint of a compiled run: the whole carry, as numpy leaves."""
+def saved_carry(run: Path, step: int | None = None) -> SeedCarry:
+    """Checkpoint ``step`` (the last by default) of a compiled run as the whole carry: its learner
+    from the checkpoint, the rest from its host state."""
     loop, cfg = compiled_dqn(resume_config(run))
     checkpoints = Checkpoints(run)
-    return [np.asarray(x) for x in jax.tree.leaves(checkpoints.restore(checkpoints.latest(), loop.init(cfg.seed_list)))]
+    step = checkpoints.latest() if step is None else step
+    fresh = loop.init(cfg.seed_list)
+    rest = read_loop_state(host_state_path(run, step), fresh, cfg.seed_list)[0]
+    return rest._replace(learner=checkpoints.restore(step, fresh.learner))
+
+
+def carry_leaves(run: Path) -> list[np.ndarray]:
+    """The last checkpoint of a compiled run: the whole carry, as numpy leaves."""
+    return [np.asarray(x) for x in jax.tree.leaves(saved_carry(run))]
 
 
 # -- the run directory ----------------------------------------------------------------------------
@@ -183,7 +193,8 @@ def test_the_command_line_knows_the_envs_the_compiled_loop_has(capsys) -> None:
 
 @pytest.mark.e2e
 def test_evaluate_plays_a_compiled_runs_checkpoint(runs: dict, capsys) -> None:
-    """``offline_gitd evaluate`` and ``load_run`` restore the learner of the saved carry."""
+    """``offline_gitd evaluate`` and ``load_run`` restore the learner the checkpoint holds, the
+    learner of the carry the run had at that step."""
     from offline_gitd.trained import load_run
 
     run = runs["compiled", "0-1"]
@@ -191,8 +202,7 @@ def test_evaluate_plays_a_compiled_runs_checkpoint(runs: dict, capsys) -> None:
     assert main(["evaluate", str(run), "--episodes", "2", "--epoch", "600"]) == 0
     out = capsys.readouterr().out
     assert "seed 0 at env step 600: return" in out and "seed 1 at env step 600: return" in out
-    loop, cfg = compiled_dqn(resume_config(run))
-    saved = Checkpoints(run).restore(STEPS, loop.init(cfg.seed_list)).learner
+    saved = saved_carry(run, STEPS).learner
     for x, y in zip(jax.tree.leaves(load_run(run).agent().state), jax.tree.leaves(saved), strict=True):
         np.testing.assert_array_equal(x, y)
 
@@ -296,3 +306,46 @@ def test_a_run_made_before_the_loop_existed_resumes_as_a_python_run(runs: dict, 
     assert resume_config(run).config_hash() == record["config_hash"]
     assert main(["online", "dqn", "--out", str(run), "--resume", "--steps", "1400", "--loop", "python"]) == 0
     assert max(int(r["step"]) for r in read_rows(run / "results.csv")) == 1400
+
+
+# -- the checkpoint's layout ----------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_a_checkpoint_is_laid_out_as_the_python_loops(runs: dict) -> None:
+    """The checkpoint holds the learner's state alone, the tree a Python run's holds, and reads back
+    by the one path every reader takes; the loop's own state is the host state beside it."""
+    python, compiled = runs["python", "0-1"], runs["compiled", "0-1"]
+    assert Checkpoints(compiled).saved_fields(STEPS) == Checkpoints(python).saved_fields(STEPS)
+    cfg, info = resolve_config(resume_config(compiled))
+    state = restore_seed_states(compiled, STEPS, build_family(cfg, info), cfg.seed_list)
+    for x, y in zip(jax.tree.leaves(state), jax.tree.leaves(saved_carry(compiled).learner), strict=True):
+        np.testing.assert_array_equal(x, y)
+    arrays, meta = read_sealed_arrays(host_state_path(compiled, STEPS))
+    assert meta["kind"] == "compiled loop state" and ".replay.obs" in meta["carry"]
+    assert len(arrays) == len(meta["carry"]) and not any(".learner" in name for name in meta["carry"])
+
+
+@pytest.mark.e2e
+def test_a_run_whose_checkpoint_holds_the_whole_carry_is_refused_in_one_line(
+    runs: dict, tmp_path: Path, capsys
+) -> None:
+    """A compiled run saved by an older version (the whole carry as the checkpoint, counters alone
+    as the host state): ``evaluate`` and ``--resume`` refuse it in one line, and the resume writes
+    nothing."""
+    old = tmp_path / "old"
+    shutil.copytree(runs["compiled", "0"], old)
+    carry = saved_carry(old)
+    shutil.rmtree(old / "checkpoints")
+    Checkpoints(old).save(STEPS, carry)
+    meta = read_sealed_arrays(host_state_path(old, STEPS))[1]
+    old_meta = {"kind": "compiled loop counters", **{k: meta[k] for k in ("seeds", "episodes", "last_results")}}
+    write_sealed_arrays(host_state_path(old, STEPS), {}, old_meta)
+    before = snapshot(old)
+    capsys.readouterr()
+    for argv in (["evaluate", str(old), "--episodes", "1"], ["online", "dqn", "--out", str(old), "--resume"]):
+        assert main([*argv, "--steps", "1400"] if argv[0] == "online" else argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "holds a compiled loop's whole state" in err, err
+        assert "train the run again" in err
+    assert snapshot(old) == before
