@@ -74,7 +74,7 @@ class Loaded:
     lacking: tuple[str, ...] = ()  # envs without the chosen reference: not in the aggregate
     aggregates: tuple[Aggregate, ...] = ()  # the aggregate under every normaliser the board has
     pooled: tuple[str, ...] = ()  # what the analysis pooled, by kind of row (schema.row_kind)
-    left_out: tuple[str, ...] = ()  # envs left out because the baseline never ran there
+    left_out: tuple[str, ...] = ()  # envs left out: the baseline, or a chosen method, never ran there
 
     def notes(self) -> list[str]:
         """What was pooled and left out, one line per env saying how it was normalised, one per env
@@ -125,19 +125,21 @@ def load(
     key = resolve_baseline(frame, baseline)
     frame = filter_rows(frame, (), methods, key).reset_index(drop=True)
     frame, left_out = _envs_of_the_baseline(frame, key)
+    common, uneven = _envs_every_method_ran(frame)
+    left_out += uneven
     pooled = _pooled(frame)
     references = read_references(board)
     kind = auto_kind(frame, references) if how == "auto" else how
-    covered = coverage(frame, references).get(kind, [])
+    covered = coverage(common, references).get(kind, [])
     if not covered:
-        raise UsageError(f"no {how} reference score for any env: {', '.join(sorted(set(frame['env'])))}")
-    lacking = tuple(env for env in sorted(set(frame["env"])) if env not in covered)
-    aggregated = frame[frame["env"].isin(covered)].reset_index(drop=True)
+        raise UsageError(f"no {how} reference score for any env: {', '.join(sorted(set(common['env'])))}")
+    lacking = tuple(env for env in sorted(set(common["env"])) if env not in covered)
+    aggregated = common[common["env"].isin(covered)].reset_index(drop=True)
     normalisers = choose_normalisers(aggregated, kind, references)
     flagged = unstable_normalisers(aggregated, normalisers, key)
     from offline_gitd.leaderboard.sensitivity import aggregates
 
-    found = tuple(aggregates(frame, key, references, keep_flagged))
+    found = tuple(aggregates(common, key, references, keep_flagged))
     if flagged and not keep_flagged:
         kept = aggregated[~aggregated["env"].isin(flagged)].reset_index(drop=True)
         if kept.empty:
@@ -177,6 +179,30 @@ def _envs_of_the_baseline(frame: pd.DataFrame, baseline: str) -> tuple[pd.DataFr
             f"{', ...' if len(methods) > 3 else ''}): the baseline {shorten(baseline)} has no runs there"
         )
     return frame[frame["env"].isin(ran)].reset_index(drop=True), tuple(reasons)
+
+
+def _envs_every_method_ran(frame: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
+    """The rows of the envs every chosen method ran in, and a line per env left out of the
+    aggregate. An aggregate compares methods over one set of envs (IQM over runs x envs, and the
+    AUC relative to the baseline's over the same envs); a method missing from an env (a grid
+    still running, say) would otherwise be set against the baseline's aggregate over other games.
+    The per-env tables keep every env (docs/leaderboard.md#one-set-of-envs-per-aggregate)."""
+    methods = sorted(set(frame["method"]))
+    ran = {method: set(frame.loc[frame["method"] == method, "env"]) for method in methods}
+    common = set.intersection(*ran.values())
+    uneven = sorted(set(frame["env"]) - common)
+    if not common:
+        raise UsageError(
+            "no env has runs of every chosen method ("
+            + "; ".join(f"{shorten(m)}: {', '.join(shorten(e) for e in sorted(ran[m]))}" for m in methods)
+            + "); choose methods with --method or envs with --env"
+        )
+    reasons = tuple(
+        f"env {shorten(env)} from the aggregate (per-env tables keep it): "
+        f"{', '.join(shorten(m) for m in methods if env not in ran[m])} has no runs there"
+        for env in uneven
+    )
+    return frame[frame["env"].isin(common)].reset_index(drop=True), reasons
 
 
 def _pooled(frame: pd.DataFrame) -> tuple[str, ...]:
