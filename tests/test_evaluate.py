@@ -18,6 +18,7 @@ from offline_gitd.offline.loop import _eval_stats, evaluation_seed
 from offline_gitd.offline.train import train
 from tests.minari_fixtures import record_random_dataset
 from tests.offline.test_offline import small_config
+from tests.support.argv import online_cartpole
 
 pytestmark = pytest.mark.e2e
 
@@ -139,21 +140,9 @@ def test_not_a_run_directory(tmp_path, capsys) -> None:
 
 
 def test_online_run_policy_and_episodes(tmp_path) -> None:
-    argv = [
-        "online",
-        "dqn",
-        "--env",
-        "CartPole-v1",
-        "--loop",
-        "python",
-        "--critic",
-        "td",
-        "--steps",
-        "100",
-        "--mlp-hidden",
-        "8",
-    ]
-    argv += ["--batch-size", "8", "--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "50"]
+    argv = online_cartpole(
+        critic="td", steps=100, mlp_hidden=8, batch_size=8, initial_samples=50, log_every=50, checkpoint_every=50
+    )
     assert main([*argv, "--out", str(tmp_path / "run"), "--no-progress", "--no-tensorboard"]) == 0
     run = offline_gitd.load_run(tmp_path / "run")
     assert run.kind == "online" and run.checkpoints() == [50, 100]

@@ -6,6 +6,7 @@ import io
 
 from offline_gitd.cli import main
 from offline_gitd.progress import Progress
+from tests.support.argv import online_cartpole
 
 
 class _Terminal(io.StringIO):
@@ -54,21 +55,9 @@ def test_a_terminal_gets_a_bar() -> None:
 
 
 def test_online_log_has_a_line_per_window_and_a_summary(tmp_path, capsys) -> None:
-    argv = [
-        "online",
-        "dqn",
-        "--env",
-        "CartPole-v1",
-        "--loop",
-        "python",
-        "--critic",
-        "td",
-        "--steps",
-        "200",
-        "--mlp-hidden",
-        "8",
-    ]
-    argv += ["--batch-size", "8", "--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "100"]
+    argv = online_cartpole(
+        critic="td", steps=200, mlp_hidden=8, batch_size=8, initial_samples=50, log_every=50, checkpoint_every=100
+    )
     assert main([*argv, "--out", str(tmp_path / "run"), "--no-tensorboard"]) == 0
     text = capsys.readouterr().out
     assert "\r" not in text

@@ -31,6 +31,7 @@ from offline_gitd.critic_registry import (
 from offline_gitd.critics import CriticConfig, CriticInputs
 from offline_gitd.errors import ConfigError, UsageError
 from offline_gitd.offline.config import OfflineConfig
+from tests.support.argv import online_cartpole
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -173,22 +174,21 @@ print(json.dumps({"names": list(critic_names()), "K": spec.default_K, "loss": np
 @pytest.mark.e2e
 def test_installed_critic_trains_through_the_cli(plugin_site: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    argv = [
-        "online",
-        "dqn",
-        "--env",
-        "CartPole-v1",
-        "--loop",
-        "python",
-        "--critic",
-        "huber",
-        "--steps",
-        "200",
-        "--seeds",
-        "0",
-    ]
-    argv += ["--mlp-hidden", "16,16", "--batch-size", "16", "--initial-samples", "100", "--log-every", "100"]
-    argv += ["--checkpoint-every", "200", "--T", "20", "--out", str(out), "--no-progress", "--no-tensorboard"]
+    argv = online_cartpole(
+        "--out",
+        str(out),
+        "--no-progress",
+        "--no-tensorboard",
+        critic="huber",
+        steps=200,
+        seeds=0,
+        mlp_hidden="16,16",
+        batch_size=16,
+        initial_samples=100,
+        log_every=100,
+        checkpoint_every=200,
+        T=20,
+    )
     done = subprocess.run(
         [sys.executable, "-m", "offline_gitd.cli", *argv], env=_env(plugin_site), capture_output=True, text=True
     )

@@ -91,10 +91,15 @@ def _nonzero(params: Any) -> Any:
 
 
 CASES = [*TORSOS, *HEAD_LAYOUTS, "policy", "value"]
-# the large CNNs compile a dozen derivative programs in about a minute each on 2 cores: their
-# whole set is slow; their jvp (test_jvp_of_every_network) runs by default
-CONV_HEAVY = ("nature", "impala", "impala-gap")
-EVERY_TRANSFORMATION = [pytest.param(n, marks=pytest.mark.slow) if n in CONV_HEAVY else n for n in CASES]
+# Each case of test_every_transformation compiles 17 derivative programs: the large CNNs about a
+# minute each on 2 cores, the others ~7 s a case. By default it takes one network of each kind (the
+# MinAtar conv torso, the per-head layout over an MLP torso, the continuous learners' policy); the
+# rest, which build the same Dense and patches product into other shapes, are slow. Every network's
+# jvp (test_jvp_of_every_network) runs by default.
+EVERY_TRANSFORMATION_BY_DEFAULT = ("minatar", "independent", "policy")
+EVERY_TRANSFORMATION = [
+    n if n in EVERY_TRANSFORMATION_BY_DEFAULT else pytest.param(n, marks=pytest.mark.slow) for n in CASES
+]
 
 
 @pytest.fixture
@@ -214,11 +219,13 @@ def test_second_derivatives_in_every_parameter() -> None:
     x = _input((2,))
     params = _nonzero(net.init(jax.random.key(0), x))
     loss = lambda p: jnp.sum(jnp.sin(net.q_values(p, x)))  # noqa: E731
-    ours = jax.hessian(loss)(params)
+    # jitted: run eagerly, a Hessian over every parameter pair dispatches thousands of small ops
+    # (~10 s); each jit traces when called, so the second one traces the flax network
+    ours = jax.jit(jax.hessian(loss))(params)
     original = torsos.Dense, heads.Dense
     try:
         torsos.Dense = heads.Dense = nn.Dense
-        expected = jax.hessian(loss)(params)
+        expected = jax.jit(jax.hessian(loss))(params)
     finally:
         torsos.Dense, heads.Dense = original
     _close(ours, expected)

@@ -47,6 +47,8 @@ def minari_root(collected, monkeypatch) -> Path:
     return root
 
 
+# the collected fixture trains a DQN on LunarLander while it collects: end to end
+@pytest.mark.e2e
 def test_dataset_is_real_minari_with_metadata(minari_root):
     import minari
 
@@ -71,6 +73,7 @@ def test_dataset_is_real_minari_with_metadata(minari_root):
     assert all(len(e.rewards) <= 500 for e in dataset.iterate_episodes())
 
 
+@pytest.mark.e2e
 def test_offline_learner_trains_on_the_collected_dataset(minari_root, tmp_path):
     cfg = OfflineConfig(
         dataset=f"minari:{DATASET}",
@@ -87,6 +90,7 @@ def test_offline_learner_trains_on_the_collected_dataset(minari_root, tmp_path):
     assert (run_dir / "results.csv").read_text().count("\n") == 2  # header + one row
 
 
+@pytest.mark.e2e
 def test_existing_dataset_needs_overwrite(minari_root, capsys):
     import minari
 

@@ -20,24 +20,11 @@ from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.init_from import load_origin, resolve_origin, seed_replay
 from offline_gitd.online.train import build_family, resolve_config
 from tests.minari_fixtures import record_into_new_root
+from tests.support.argv import online_cartpole
 
 DATASET = "tests/cartpole/random-v0"
 QUIET = ["--no-progress", "--no-tensorboard"]
-ONLINE = [
-    "online",
-    "dqn",
-    "--env",
-    "CartPole-v1",
-    "--loop",
-    "python",
-    "--steps",
-    "100",
-    "--batch-size",
-    "16",
-    "--log-every",
-    "50",
-]
-ONLINE += ["--checkpoint-every", "100", "--initial-samples", "0", *QUIET]
+ONLINE = online_cartpole(*QUIET, steps=100, batch_size=16, log_every=50, checkpoint_every=100, initial_samples=0)
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,9 @@
 """``leaderboard show`` (every format), ``plot`` and ``html`` on boards whose method and env names
 are generated (docs/leaderboard.md#any-name-renders): each succeeds, every name is escaped for its
-format and shortened where people read it, and the data formats keep it whole. Figures are slow to
-draw: a handful of examples for ``plot`` and ``html``, more for ``show``."""
+format and shortened where people read it, and the data formats keep it whole. Each example costs
+seconds (four ``show`` formats ~2.5 s, a figure and a page ~10 s, on a loaded 2-core machine), so
+the default run tries the explicit examples and a few generated names (new ones each run), and
+``-m slow`` many more."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -80,7 +83,7 @@ def check_show(critic: str, env: str) -> None:
         shutil.rmtree(board.parent)
 
 
-@settings(max_examples=15, **SLOW)
+@settings(max_examples=5, **SLOW)
 @given(critic=NAMES, env=NAMES)
 @example(critic="g" * 20_000, env="$\\foo{$")
 @example(critic="<script>alert(1)</script>", env="a|b\nc")
@@ -88,10 +91,14 @@ def test_show_renders_any_name_in_every_format(critic: str, env: str) -> None:
     check_show(critic, env)
 
 
-@settings(max_examples=2, **SLOW)
+@pytest.mark.slow
+@settings(max_examples=60, **SLOW)
 @given(critic=NAMES, env=NAMES)
-@example(critic="$\\foo{$", env="x" * 20_000)
-def test_plot_and_html_render_any_name(critic: str, env: str) -> None:
+def test_show_renders_many_more_generated_names(critic: str, env: str) -> None:
+    check_show(critic, env)
+
+
+def check_plot_and_html(critic: str, env: str) -> None:
     assume(critic != "td" and env != "Pong")
     board = write_board(critic, env)
     try:
@@ -104,3 +111,17 @@ def test_plot_and_html_render_any_name(critic: str, env: str) -> None:
         assert max(len(text) for text in re.findall(r">([^<]*)<", page)) < 2000
     finally:
         shutil.rmtree(board.parent)
+
+
+@settings(max_examples=1, **SLOW)
+@given(critic=NAMES, env=NAMES)
+@example(critic="$\\foo{$", env="x" * 20_000)
+def test_plot_and_html_render_any_name(critic: str, env: str) -> None:
+    check_plot_and_html(critic, env)
+
+
+@pytest.mark.slow
+@settings(max_examples=10, **SLOW)
+@given(critic=NAMES, env=NAMES)
+def test_plot_and_html_render_more_generated_names(critic: str, env: str) -> None:
+    check_plot_and_html(critic, env)

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from offline_gitd.rundir.lock import RUN_LOCK_FILE, HolderLock, LockBusy, LockLost, hold_run_dir, read_holder
+from tests.support.argv import online_cartpole
 
 # A process that holds a run directory's lock until its stdin closes (FORK: and leaves a child
 # that keeps the lock file open, as a process a crashed run started would).
@@ -36,24 +37,15 @@ with hold_run_dir(Path(sys.argv[1])):
     print("held", child or "", flush=True)
     sys.stdin.read()
 """
-CARTPOLE = [
-    "--env",
-    "CartPole-v1",
-    "--loop",
-    "python",
-    "--mlp-hidden",
-    "16,16",
-    "--batch-size",
-    "16",
-    "--initial-samples",
-    "50",
-    "--log-every",
-    "50",
-    "--checkpoint-every",
-    "50",
+CARTPOLE = online_cartpole(
     "--no-progress",
     "--no-tensorboard",
-]
+    mlp_hidden="16,16",
+    batch_size=16,
+    initial_samples=50,
+    log_every=50,
+    checkpoint_every=50,
+)
 
 
 def hold(run_dir: Path, *extra: str) -> tuple[subprocess.Popen, int | None]:
@@ -73,7 +65,7 @@ def holder_pid(run_dir: Path) -> int | None:
 
 def online(run_dir: Path, *flags: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "offline_gitd.cli", "online", "dqn", *CARTPOLE, "--out", str(run_dir), *flags],
+        [sys.executable, "-m", "offline_gitd.cli", *CARTPOLE, "--out", str(run_dir), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -15,6 +15,7 @@ from offline_gitd.errors import ConfigError
 from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.files import resume_changes
 from tests.minari_fixtures import record_into_new_root
+from tests.support.argv import online_cartpole
 
 pytestmark = pytest.mark.usefixtures("jax_compilation_cache")
 
@@ -23,10 +24,9 @@ SMALL = [
     "--critic", "gitd", "--K", "2", "--T", "20", "--mlp-hidden", "8", "--steps-per-epoch", "20",
     "--eval-episodes", "0", "--batch-size", "8", "--updates-per-call", "10", "--no-progress",
 ]  # fmt: skip
-ONLINE = [
-    "online", "dqn", "--env", "CartPole-v1", "--loop", "python", "--critic", "td", "--mlp-hidden", "8", "--batch-size", "8",
-    "--initial-samples", "20", "--log-every", "20", "--checkpoint-every", "40", "--no-progress",
-]  # fmt: skip
+ONLINE = online_cartpole(
+    "--no-progress", critic="td", mlp_hidden=8, batch_size=8, initial_samples=20, log_every=20, checkpoint_every=40
+)
 
 
 @pytest.fixture(scope="module")

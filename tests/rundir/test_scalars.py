@@ -14,22 +14,18 @@ from offline_gitd.cli import main
 from offline_gitd.rundir.checkpoints import Checkpoints
 from offline_gitd.rundir.flags import Outputs
 from offline_gitd.rundir.scalars import ScalarLog
+from tests.support.argv import online_cartpole
 
-ARGV = [
-    "online",
-    "dqn",
-    "--env",
-    "CartPole-v1",
-    "--loop",
-    "python",
-    "--critic",
-    "td",
-    "--mlp-hidden",
-    "8",
-    "--batch-size",
-    "8",
-]
-ARGV += ["--initial-samples", "50", "--log-every", "50", "--checkpoint-every", "100", "--seeds", "0-1", "--no-progress"]
+ARGV = online_cartpole(
+    "--no-progress",
+    critic="td",
+    mlp_hidden=8,
+    batch_size=8,
+    initial_samples=50,
+    log_every=50,
+    checkpoint_every=100,
+    seeds="0-1",
+)
 
 
 def _events(run_dir: Path, seed: int) -> EventAccumulator:
