@@ -181,5 +181,6 @@ def test_sac_starts_from_an_offline_cql_sac_run(tmp_path: Path, monkeypatch, cap
     saved = json.loads((out / "config.json").read_text())
     assert saved["config"]["mlp_hidden"] == "16,16" and saved["init_from"]["dataset_transitions"] == 200
     other = ["online", "sac", "--env", "MountainCarContinuous-v0", "--init-from", str(offline), "--steps", "40"]
+    other += ["--initial-samples", "0"]
     assert main([*other, "--out", str(tmp_path / "bad"), *QUIET]) == 2
     assert "its checkpoint does not fit online sac on MountainCarContinuous-v0" in capsys.readouterr().err
