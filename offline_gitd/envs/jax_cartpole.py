@@ -23,6 +23,19 @@ registration and nothing else:
   gymnasium reports it;
 * reset to a state drawn uniformly from [-0.05, 0.05]^4.
 
+Why it is not a library's: ``gymnax`` 1.0.1 (the newest release) has CartPole-v1 in JAX, and it
+is the same MDP: behind a thin wrapper of this class's interface (gymnax's ``step_env``, which
+does not reset, its ``is_truncated`` for the time limit, its state's ``time`` as the step count),
+it passes every test of this module (``tests/envs/test_jax_cartpole.py``: the free-running
+random episodes, the balanced episode truncated at 500, the returns' distributions, the reset
+box) and the compiled loop's CartPole tests. Its one difference is harmless: its reward is
+``1 - terminal(previous state)``, 1 on every step the loop takes, since the loop never steps an
+ended episode. It is not used because it cannot be installed beside the package: gymnax 1.0.1
+requires ``gymnasium>=1.1,<1.4``, the package ``gymnasium>=1.4.0`` (1.4.0 is the tested
+version), so pip would replace gymnasium 1.4.0 by 1.3.0, and a resolver given both pins finds no
+solution. When a gymnax release admits gymnasium 1.4, this module's body becomes that wrapper and
+its tests stay, as checks of the library (docs/online.md#the-compiled-loop).
+
 gymnasium keeps its state in float64 and returns float32 observations; here the state has the
 dtype of the reset's draw (float32 unless JAX runs with 64-bit floats), so one step agrees with
 gymnasium's to float32 rounding. Trajectories agree as far as the pole's instability lets rounding
