@@ -33,8 +33,8 @@ from scipy import stats
 from offline_gitd.envs.carry import FRESH_CARRY, set_env_carry
 from offline_gitd.envs.jax_minatar import MinAtar
 from offline_gitd.envs.make import make_env
-from offline_gitd.online.compiled import compiled_dqn
 from offline_gitd.online.config import OnlineConfig
+from offline_gitd.online.train import compiled_dqn
 
 Z_ALPHA, Z_POWER = stats.norm.isf(0.01 / 2), stats.norm.isf(0.2)  # two-sided alpha 0.01, power 0.8
 
