@@ -46,9 +46,11 @@ test-fast: install
 	$(PYTEST) -m "not slow and not e2e and not ray and not browser and not slurm"
 
 # XLA_FLAGS empty: the real-scale runs compile with XLA's full optimisation, as users' runs do (the
-# default run compiles at -O0, tests/conftest.py, where compiling outweighs running).
+# default run compiles at -O0, tests/conftest.py, where compiling outweighs running). Then the
+# property tests with a thousand examples each, five times the default run's (tests/conftest.py).
 test-slow: install
 	XLA_FLAGS= $(BIN)/python -m pytest -m slow
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-thorough} $(BIN)/python -m pytest -n auto --dist loadfile tests/properties
 
 # The optional TFDS read path (tensorflow-cpu + tensorflow-datasets, ~3 GB) in its own venv, so the
 # main one stays TensorFlow-free; tests/data/test_rlu_tfds.py skips itself where TFDS is not installed.

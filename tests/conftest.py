@@ -29,14 +29,15 @@ if "xla_force_host_platform_device_count" not in os.environ["XLA_FLAGS"]:
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-# Property-based tests (tests/properties): thousands of generated inputs per parser of outside
-# input. "default" explores new inputs on every run (and remembers failures in .hypothesis/);
-# "ci" draws the same inputs every time, so a CI run is reproducible; "quick" is for editing a
-# parser. Each example has a deadline, so a parser that slows down fails (a hang that never
-# returns is caught by tests/properties/conftest.py).
+# Property-based tests (tests/properties): hundreds of generated inputs per parser of outside
+# input in the default run, a thousand in `make test-slow`'s pass over tests/properties ("thorough").
+# "default" explores new inputs on every run (and remembers failures in .hypothesis/), so repeated
+# runs keep covering new ground; "ci" draws the same inputs every time, so a CI run is reproducible;
+# "quick" is for editing a parser. Each example has a deadline, so a parser that slows down fails (a
+# hang that never returns is caught by tests/properties/conftest.py).
 # Pick one with HYPOTHESIS_PROFILE=name; CI=true selects "ci".
 _PROFILE = {
-    "max_examples": 1000,
+    "max_examples": 200,
     "deadline": 2000,  # ms: a shared 2-core machine; every parser here answers in milliseconds
     "suppress_health_check": (HealthCheck.too_slow,),
 }
@@ -45,6 +46,7 @@ settings.register_profile("default", **_PROFILE)
 # 10 s still catches a parser gone slow.
 settings.register_profile("ci", **{**_PROFILE, "deadline": 10_000}, derandomize=True, database=None, print_blob=True)
 settings.register_profile("quick", **{**_PROFILE, "max_examples": 100})
+settings.register_profile("thorough", **{**_PROFILE, "max_examples": 1000})
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 

@@ -39,21 +39,33 @@ class Case:
 
     def __init__(self, name: str, outputs: Callable[[Any, jnp.ndarray], jnp.ndarray], params: Any, x: jnp.ndarray):
         self.name, self.params, self.x = name, params, x
-        width = outputs(params, x).shape[-1]
+        width = jax.eval_shape(outputs, params, x).shape[-1]
         projection = jnp.asarray(np.random.default_rng(1).normal(size=(width, OUTPUTS)) / np.sqrt(width), jnp.float32)
         self.apply = lambda p, inputs: jnp.tanh(outputs(p, inputs)) @ projection
-        keys = iter(jax.random.split(jax.random.key(2), len(jax.tree.leaves(params)) + 1))
-        # each leaf moved at a tenth of its own scale: far enough for a derivative, near enough
-        # that central differences over +-1e-3 of it rarely cross a ReLU's kink
-        self.dparams = jax.tree.map(
-            lambda p: 0.1 * jnp.sqrt(jnp.mean(p**2)) * jax.random.normal(next(keys), p.shape, p.dtype), params
-        )
-        self.dx = 0.1 * jax.random.normal(next(keys), x.shape, x.dtype)
+        self.dparams, self.dx = _directions(params, x)
 
     def along(self, t: jnp.ndarray) -> jnp.ndarray:
         """The outputs at params + t0 dparams, x + t1 dx: a function of two numbers."""
         params = jax.tree.map(lambda p, d: p + t[0] * d, self.params, self.dparams)
         return self.apply(params, self.x + t[1] * self.dx)
+
+
+@jax.jit
+def _directions(params: Any, x: jnp.ndarray) -> tuple[Any, jnp.ndarray]:
+    """A random direction in the parameters and in the input (one program: drawn op by op, a large
+    CNN's leaves would each compile their own)."""
+    keys = iter(jax.random.split(jax.random.key(2), len(jax.tree.leaves(params)) + 1))
+    # each leaf moved at a tenth of its own scale: far enough for a derivative, near enough
+    # that central differences over +-1e-3 of it rarely cross a ReLU's kink
+    dparams = jax.tree.map(
+        lambda p: 0.1 * jnp.sqrt(jnp.mean(p**2)) * jax.random.normal(next(keys), p.shape, p.dtype), params
+    )
+    return dparams, 0.1 * jax.random.normal(next(keys), x.shape, x.dtype)
+
+
+def _init(module: nn.Module, x: jnp.ndarray) -> Any:
+    """``module``'s parameters from key 0, biases shifted (``_nonzero``), built in one program."""
+    return jax.jit(lambda inputs: _nonzero(module.init(jax.random.key(0), inputs)))(x)
 
 
 def _input(shape: tuple[int, ...], seed: int = 0) -> jnp.ndarray:
@@ -66,7 +78,7 @@ def _case(name: str) -> Case:
     x = _input(OBS_SHAPES.get(name, (5,)))
     if name in TORSOS:
         torso = make_torso(name, (16, 8))
-        return Case(name, torso.apply, _nonzero(torso.init(jax.random.key(0), x)), x)
+        return Case(name, torso.apply, _init(torso, x), x)
     if name in HEAD_LAYOUTS:
         # Q-heads only: the H-heads read stop-gradient features, which differences would see
         net = MultiHeadNetwork(make_torso("mlp", (8,)), name, num_q=3, num_h=0, outputs=4, head_hidden=6)
@@ -74,14 +86,14 @@ def _case(name: str) -> Case:
         def heads_out(p: Any, inputs: jnp.ndarray) -> jnp.ndarray:
             return net.q_values(p, inputs).transpose(1, 0, 2).reshape(BATCH, -1)  # [heads, B, outputs]
 
-        return Case(name, heads_out, _nonzero(net.init(jax.random.key(0), x)), x)
+        return Case(name, heads_out, _init(net, x), x)
     if name == "policy":
         policy = actor.TanhGaussianPolicy(act_dim=2, hidden=(8, 8))
         outputs = lambda p, inputs: jnp.concatenate(policy.apply(p, inputs), axis=-1)  # noqa: E731
-        return Case(name, outputs, _nonzero(policy.init(jax.random.key(0), x)), x)
+        return Case(name, outputs, _init(policy, x), x)
     value = iql.ValueNetwork((8, 8))
     outputs = lambda p, inputs: value.apply(p, inputs)[:, None]  # noqa: E731
-    return Case(name, outputs, _nonzero(value.init(jax.random.key(0), x)), x)
+    return Case(name, outputs, _init(value, x), x)
 
 
 def _nonzero(params: Any) -> Any:
@@ -141,7 +153,8 @@ def _functions(case: Case) -> dict[str, Callable[..., Any]]:
 
 def _differences(case: Case, eps: float = 1e-3) -> jnp.ndarray:
     """Central differences of the outputs along (dparams, dx)."""
-    ahead, behind = case.along(jnp.asarray([eps, eps])), case.along(jnp.asarray([-eps, -eps]))
+    along = jax.jit(case.along)  # one program for both points (run eagerly, a CNN compiles op by op)
+    ahead, behind = along(jnp.asarray([eps, eps])), along(jnp.asarray([-eps, -eps]))
     return (ahead - behind) / (2 * eps)
 
 
@@ -217,7 +230,7 @@ def test_second_derivatives_in_every_parameter() -> None:
     (the reference swapped in by hand: one network, both layers)."""
     net = MultiHeadNetwork(make_torso("mlp", (3,)), "shared_linear", num_q=2, num_h=0, outputs=2)
     x = _input((2,))
-    params = _nonzero(net.init(jax.random.key(0), x))
+    params = _init(net, x)
     loss = lambda p: jnp.sum(jnp.sin(net.q_values(p, x)))  # noqa: E731
     # jitted: run eagerly, a Hessian over every parameter pair dispatches thousands of small ops
     # (~10 s); each jit traces when called, so the second one traces the flax network
