@@ -12,14 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats
 
 from offline_gitd.envs.carry import FRESH_CARRY, set_env_carry
 from offline_gitd.envs.jax_minatar import GAMES, MinAtar, as_minatar, observe
 from offline_gitd.envs.make import describe_spaces, make_env
 from offline_gitd.online.compiled import JAX_ENVS
-
-Z_ALPHA, Z_POWER = stats.norm.isf(0.01 / 2), stats.norm.isf(0.2)  # two-sided alpha 0.01, power 0.8
+from tests.support.episodes import assert_same_episodes
 
 
 @pytest.mark.parametrize("env_id", GAMES)
@@ -97,28 +95,12 @@ CASES = {
 DEFAULT_CASE = "MinAtar/Breakout-v1"  # the cheapest: short episodes on both sides
 
 
-def detectable(a: np.ndarray, b: np.ndarray) -> float:
-    """The difference in means a two-sided Welch test at alpha 0.01 detects with power 0.8, for
-    samples of these sizes and spreads: (z_0.995 + z_0.8) x the standard error of the difference."""
-    return float((Z_ALPHA + Z_POWER) * np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
-
-
 def check_same_distribution(case: str, scale: int = 1) -> None:
     env_id = case.split()[0]
     up, jax_count, python_episodes, detects = CASES[case]
     ours = jax_episodes(MinAtar(env_id), jax_count, seed=1, up=up)
     theirs = package_episodes(env_id, scale * python_episodes, seed=2, up=up)
-    for column, what in enumerate(("return", "length")):
-        a, b = ours[:, column], theirs[:, column]
-        if np.ptp(np.concatenate([a, b])) == 0:  # Freeway's length: always 2,501 steps in both
-            continue
-        welch = stats.ttest_ind(a, b, equal_var=False)
-        assert welch.pvalue > 0.01, (case, what, a.mean(), b.mean(), welch)
-        ks = stats.ks_2samp(a, b)
-        assert ks.pvalue > 0.01, (case, what, a.mean(), b.mean(), ks)
-    # the power the docstring states, from the samples' own spreads: a test too weak fails too
-    a, b = ours[:, 0], theirs[:, 0]
-    assert detectable(a, b) <= detects, (case, detectable(a, b), a.mean(), b.mean())
+    assert_same_episodes(case, ours, theirs, detects)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == DEFAULT_CASE else pytest.mark.slow) for c in CASES])

@@ -35,8 +35,7 @@ from offline_gitd.envs.jax_minatar import MinAtar
 from offline_gitd.envs.make import make_env
 from offline_gitd.online.config import OnlineConfig
 from offline_gitd.online.train import compiled_dqn
-
-Z_ALPHA, Z_POWER = stats.norm.isf(0.01 / 2), stats.norm.isf(0.2)  # two-sided alpha 0.01, power 0.8
+from tests.support.episodes import assert_same_episodes
 
 # The DQN (the minatar domain's network and batch, docs/minatar.md) with a schedule shrunk to a
 # test's budget: 1,000 random steps, epsilon 1 -> 0.1 over half the run, one update per env step,
@@ -65,12 +64,6 @@ CASES = {
     "MinAtar/Seaquest-v1": (30_000, 1000, 500, 0.2),  # ~0.4 (random ~0.1)
     "MinAtar/SpaceInvaders-v1": (30_000, 1000, 300, 2.0),  # ~19 (random ~4.1)
 }
-
-
-def detectable(a: np.ndarray, b: np.ndarray) -> float:
-    """The difference in means a two-sided Welch test at alpha 0.01 detects with power 0.8, for
-    samples of these sizes and spreads: (z_0.995 + z_0.8) x the standard error of the difference."""
-    return float((Z_ALPHA + Z_POWER) * np.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b)))
 
 
 def train(env_id: str, steps: int, out: str) -> tuple[Any, Any]:
@@ -148,14 +141,4 @@ def test_a_trained_policys_returns_and_lengths_have_the_package_envs_distributio
     assert better.pvalue < 1e-3, (env_id, ours[:, 0].mean(), random_play[:, 0].mean(), better)
 
     theirs = package_episodes(env_id, lambda obs: greedy(jnp.asarray(obs)), python_count, seed=2, epsilon=EPSILON)
-    for column, what in enumerate(("return", "length")):
-        a, b = ours[:, column], theirs[:, column]
-        if np.ptp(np.concatenate([a, b])) == 0:  # Freeway's length: always 2,501 steps in both
-            continue
-        welch = stats.ttest_ind(a, b, equal_var=False)
-        assert welch.pvalue > 0.01, (env_id, what, a.mean(), b.mean(), welch)
-        ks = stats.ks_2samp(a, b)
-        assert ks.pvalue > 0.01, (env_id, what, a.mean(), b.mean(), ks)
-    # the power the docstring states, from the samples' own spreads: a test too weak fails too
-    a, b = ours[:, 0], theirs[:, 0]
-    assert detectable(a, b) <= detects, (env_id, detectable(a, b), a.mean(), b.mean())
+    assert_same_episodes(env_id, ours, theirs, detects)
