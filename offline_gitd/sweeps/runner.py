@@ -54,6 +54,7 @@ class SweepOptions:
     out: Path
     address: str | None = None
     max_parallel: int | None = None
+    pin: bool = True  # each run on cores of its own (pinning.py); --no-pin turns it off
 
 
 # The HTTP/2 client preface and an empty SETTINGS frame: a Ray head (a gRPC server) answers with its
@@ -180,7 +181,7 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
         if not _collect(ray, sweep, needed_collect(spec, todo), sweep_id, table):
             return 1
-        failures = damaged + _run_grid(ray, sweep, todo, sweep_id, options.max_parallel, table)
+        failures = damaged + _run_grid(ray, sweep, todo, sweep_id, options, table)
     except KeyboardInterrupt:
         table.close()
         print(f"interrupted; run the same command again to continue the sweep in {sweep.paths.root}", file=sys.stderr)
@@ -218,9 +219,10 @@ def _outcome(ray: Any, ref: Any, name: str) -> dict[str, Any]:
 
 
 def _run_grid(
-    ray: Any, sweep: Sweep, todo: list[RunPlan], sweep_id: str, max_parallel: int | None, table: StatusTable
+    ray: Any, sweep: Sweep, todo: list[RunPlan], sweep_id: str, options: SweepOptions, table: StatusTable
 ) -> list[tuple[str, str]]:
     resources = sweep.spec.resources
+    max_parallel = options.max_parallel
     task = ray.remote(
         num_cpus=resources.cpus,
         num_gpus=resources.gpus,
@@ -235,7 +237,8 @@ def _run_grid(
         while pending or inflight:
             while pending and (max_parallel is None or len(inflight) < max_parallel):
                 plan = pending.popleft()
-                inflight[task.remote(**run_entry(plan, sweep.paths, sweep_id, resources.gpus, resources.cpus))] = plan
+                entry = run_entry(plan, sweep.paths, sweep_id, resources.gpus, resources.cpus)
+                inflight[task.remote(**entry, pin=options.pin)] = plan
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_SECONDS)
             for plan in inflight.values():
                 show_running(sweep, plan, sweep_id, table)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_gitd.rundir.lock import HEARTBEAT_SECONDS, STALE_BEATS, LockBusy, hold_run_dir
+from offline_gitd.sweeps.pinning import claimed_cores
 from offline_gitd.sweeps.state import SweepPaths, now, read_state, update_state
 
 CONFIG_FILE = "config.json"
@@ -68,15 +69,25 @@ def _node_id() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
-def run_command(argv: list[str], log: Path) -> str | None:
-    """Run ``offline_gitd ARGV`` in this process with its output appended to ``log``; returns
-    ``None`` on success or the last line of the error."""
+def _pin_note(cores: list[int] | None) -> str | None:
+    if cores is None:
+        return None
+    if not cores:
+        return "not pinned: every core this run may use is held by another run (docs/sweeps.md#runs-pinned-to-cores)"
+    return f"pinned to core{'s' * (len(cores) > 1)} {','.join(map(str, cores))}"
+
+
+def run_command(argv: list[str], log: Path, note: str | None = None) -> str | None:
+    """Run ``offline_gitd ARGV`` in this process with its output appended to ``log`` (after
+    ``note``, a line about where it runs); returns ``None`` on success or the last line of the error."""
     from offline_gitd.commands import build_parser
     from offline_gitd.errors import UsageError
 
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a", buffering=1) as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         print(f"=== {now()} offline_gitd {shlex.join(argv)}")
+        if note:
+            print(note)
         try:
             args = build_parser().parse_args(argv)
             args.argv = list(argv)  # the run's provenance records the command, as cli.main does
@@ -97,12 +108,20 @@ def run_command(argv: list[str], log: Path) -> str | None:
 
 
 def execute(
-    name: str, argv: list[str], root: str, sweep_id: str, gpus: float, resumable: bool, cpus: float = 1
+    name: str,
+    argv: list[str],
+    root: str,
+    sweep_id: str,
+    gpus: float,
+    resumable: bool,
+    cpus: float = 1,
+    pin: bool = False,
 ) -> dict[str, Any]:
     """Run one sweep entry (a grid run, or a dataset to collect) and record what happened.
 
     ``resumable`` entries are run directories: ``--out`` and ``--resume`` are added here, where
-    the run directory is seen, so a retried task resumes what its lost attempt started.
+    the run directory is seen, so a retried task resumes what its lost attempt started. ``pin``:
+    run on cores of its own (``pinning.py``), claimed before JAX starts its thread pool.
     """
     _device_settings(gpus, cpus)
     paths = SweepPaths(Path(root))
@@ -110,7 +129,7 @@ def execute(
     retried = previous.get("status") == "running" and previous.get("sweep_id") == sweep_id
     attempt = previous.get("attempt", 0) + 1 if retried else 1
     if not resumable:
-        return _run_entry(name, list(argv), argv, paths, sweep_id, attempt, resumed=False)
+        return _run_entry(name, list(argv), argv, paths, sweep_id, attempt, resumed=False, pin=pin, cpus=cpus)
     run_dir = paths.run_dir(name)
     # The run's one writer from here (docs/locks.md). A retry after a lost node may find the lost
     # attempt's lock not yet stale, and waits that out; anyone else's run is left to its holder.
@@ -119,7 +138,7 @@ def execute(
         with hold_run_dir(run_dir, wait=wait):
             resume = (run_dir / CONFIG_FILE).exists()
             command = [*argv, "--out", str(run_dir), "--no-progress"] + (["--resume"] if resume else [])
-            return _run_entry(name, command, argv, paths, sweep_id, attempt, resumed=resume)
+            return _run_entry(name, command, argv, paths, sweep_id, attempt, resumed=resume, pin=pin, cpus=cpus)
     except LockBusy as busy:
         return {"name": name, "status": "busy", "error": str(busy), "seconds": 0.0, "attempt": 0}
 
@@ -132,27 +151,33 @@ def _run_entry(
     sweep_id: str,
     attempt: int,
     resumed: bool,
+    pin: bool = False,
+    cpus: float = 1,
 ) -> dict[str, Any]:
     """Run ``command`` as entry ``name``, recording its state before and after, with the wall
-    time it took and the host it ran on (the sweep publishes both, docs/sweeps.md#timings)."""
+    time it took, the host it ran on (the sweep publishes both, docs/sweeps.md#timings), and
+    the cores it was pinned to when ``pin`` (``pinning.py``: claimed here, before the command
+    starts JAX; ``[]`` when none were free, ``None`` when not asked)."""
     state_path = paths.state(name)
     host = socket.gethostname()
-    update_state(
-        state_path,
-        name=name,
-        status="running",
-        sweep_id=sweep_id,
-        attempt=attempt,
-        node=_node_id(),
-        host=host,
-        resumed=resumed,
-        cached=False,
-        argv=list(argv),
-        started_at=now(),
-        error=None,
-    )
-    started = time.perf_counter()
-    error = run_command(command, paths.log(name))
+    with claimed_cores(pin, max(1, int(cpus))) as cores:
+        update_state(
+            state_path,
+            name=name,
+            status="running",
+            sweep_id=sweep_id,
+            attempt=attempt,
+            node=_node_id(),
+            host=host,
+            resumed=resumed,
+            cached=False,
+            argv=list(argv),
+            started_at=now(),
+            error=None,
+            cores=cores,
+        )
+        started = time.perf_counter()
+        error = run_command(command, paths.log(name), note=_pin_note(cores))
     status = "failed" if error else "done"
     seconds = round(time.perf_counter() - started, 1)
     update_state(state_path, status=status, error=error, seconds=seconds, finished_at=now())

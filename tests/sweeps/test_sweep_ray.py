@@ -120,6 +120,8 @@ def test_sweep_runs_on_both_nodes_and_rerun_does_no_work(cluster, tmp_path):
     assert len(recorded) == 6 and all(state["status"] == "done" and state["submitted"] for state in recorded.values())
     assert {state["node"] for state in recorded.values()} == {cluster.head_node.node_id, worker.node_id}
     assert_every_row_once(out, runs=6, steps=400)
+    # every run was asked to pin (the default): on cores of its own, or [] where all were held
+    assert all(isinstance(state["cores"], list) for state in recorded.values())
     for name, state in recorded.items():  # each run's provenance names the command the sweep ran
         command = json.loads((out / "runs" / name / "config.json").read_text())["provenance"]["command_line"]
         assert command[1:] == [*state["argv"], "--out", str(out / "runs" / name), "--no-progress"]
