@@ -14,6 +14,7 @@ EXAMPLES = """examples:
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (an embedded local Ray instance)
   offline_gitd sweep sweeps/atari_offline.toml --out /shared/runs/atari --address 10.0.0.1:6379
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep               (again: continues where it stopped)
+  offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep --backend processes   (no Ray: child processes)
   offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --partition cpu --time 01:00:00
   offline_gitd sweep sweeps/demo.toml --out /shared/demo --backend slurm --dry-run   (the job scripts)
   offline_gitd sweep sweeps/demo.toml --out runs/demo-sweep --status --watch  (follow a sweep driven elsewhere)
@@ -65,15 +66,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-pin",
         dest="pin",
         action="store_false",
-        help="let the operating system place runs on cores (default with the Ray backend: each run on "
+        help="let the operating system place runs on cores (default with the ray and processes backends: each run on "
         "[resources] cpus cores of its own, claimed per machine; two MinAtar runs on 2 cores ran 1.2x faster "
         "pinned, docs/sweeps.md#runs-pinned-to-cores)",
     )
     parser.add_argument(
         "--backend",
-        choices=("ray", "slurm"),
+        choices=("ray", "processes", "slurm"),
         default="ray",
-        help="ray (default): Ray tasks; slurm: one sbatch job array element per run",
+        help="ray (default): Ray tasks; processes: child processes of this one, no Ray (a machine without it, "
+        "docs/sweeps.md#without-ray); slurm: one sbatch job array element per run",
     )
     slurm = parser.add_argument_group("SLURM (--backend slurm)")
     slurm.add_argument("--partition", default=None, help="the partition the jobs run in (default: the cluster's)")
@@ -143,12 +145,14 @@ def handle(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-parallel must be >= 1, got {args.max_parallel}")
     slurm_flags = [flag for flag, value in (("--partition", args.partition), ("--time", args.time)) if value]
     slurm_flags += ["--slurm-option"] * bool(args.slurm_option) + ["--no-wait"] * (not args.wait)
-    if args.backend == "ray" and slurm_flags:
+    if args.backend != "slurm" and slurm_flags:
         raise UsageError(f"{slurm_flags[0]} is an option of --backend slurm")
     if args.backend == "slurm" and not args.pin:
-        raise UsageError("--no-pin is an option of --backend ray; SLURM places a job's cores itself (--cpus-per-task)")
-    if args.backend == "slurm" and args.address:
-        raise UsageError("--address joins a Ray cluster; --backend slurm submits with sbatch")
+        raise UsageError(
+            "--no-pin is an option of --backend ray and processes; SLURM places a job's cores itself (--cpus-per-task)"
+        )
+    if args.backend != "ray" and args.address:
+        raise UsageError(f"--address joins a Ray cluster; --backend {args.backend} does not use Ray")
     if args.time and not SLURM_TIME.fullmatch(args.time):
         raise UsageError(f"--time must be HH:MM:SS, MM:SS, MINUTES or D-HH:MM:SS, got {args.time!r}")
     if args.out is not None:
@@ -198,5 +202,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"{len(plans)} runs; nothing was run (--dry-run)")
         return 0
     with sole_driver(args.spec, out):  # one driver per --out (docs/locks.md)
-        options = SweepOptions(out=out, address=args.address, max_parallel=args.max_parallel, pin=args.pin)
+        options = SweepOptions(
+            out=out, address=args.address, max_parallel=args.max_parallel, backend=args.backend, pin=args.pin
+        )
         return run_sweep(spec, options)

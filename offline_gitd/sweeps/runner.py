@@ -1,4 +1,5 @@
-"""The Ray backend of ``offline_gitd sweep``: each run is one Ray task (the semantics are ``core.py``'s).
+"""The Ray backend of ``offline_gitd sweep``: each run is one Ray task (the semantics are ``core.py``'s);
+and the loop both local backends share, which also drives ``--backend processes`` (``processes.py``).
 
 Scheduling, resource accounting and retries are Ray's (docs/sweeps.md): every run is one Ray task
 declaring its CPUs and GPU fraction, retried by Ray when its worker or node is lost (the retry
@@ -25,6 +26,7 @@ import socket
 import sys
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -42,6 +44,7 @@ from offline_gitd.sweeps.core import (
     show_running,
     summary,
 )
+from offline_gitd.sweeps.processes import ProcessPool
 from offline_gitd.sweeps.spec import CollectStep, RunPlan, SweepSpec
 from offline_gitd.sweeps.status import StatusTable
 from offline_gitd.sweeps.task import collect_dataset, execute
@@ -54,6 +57,7 @@ class SweepOptions:
     out: Path
     address: str | None = None
     max_parallel: int | None = None
+    backend: str = "ray"  # or "processes": child processes of the driver, no Ray (processes.py)
     pin: bool = True  # each run on cores of its own (pinning.py); --no-pin turns it off
 
 
@@ -161,6 +165,67 @@ def _check_resources(ray: Any, spec: SweepSpec) -> None:
         raise UsageError(f"each run asks for {wanted.cpus:g} CPUs but the Ray cluster has {total.get('CPU', 0):g}")
 
 
+@dataclass
+class RayPool:
+    """Sweep entries as Ray tasks, behind the interface ``processes.ProcessPool`` has too."""
+
+    ray: Any
+    spec: SweepSpec
+
+    def __post_init__(self) -> None:
+        resources = self.spec.resources
+        self.tasks = {
+            "collect_dataset": self.ray.remote(num_cpus=1, max_retries=resources.retries, max_calls=1)(collect_dataset),
+            "execute": self.ray.remote(
+                num_cpus=resources.cpus,
+                num_gpus=resources.gpus,
+                max_retries=resources.retries,
+                retry_exceptions=False,
+                max_calls=1,  # a fresh process per run: JAX frees its device memory only at exit
+            )(execute),
+        }
+
+    def submit(self, call: str, args: dict[str, Any]) -> Any:
+        return self.tasks[call].remote(**args)
+
+    def wait(self, refs: list[Any], timeout: float) -> list[Any]:
+        ready, _ = self.ray.wait(refs, num_returns=1, timeout=timeout)
+        return ready
+
+    def outcome(self, ref: Any, name: str) -> dict[str, Any]:
+        """A task's returned outcome, or its Ray error (retries exhausted, cancelled) as a failure."""
+        try:
+            return self.ray.get(ref)
+        except self.ray.exceptions.RayError as err:
+            lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+            return {"name": name, "status": "failed", "error": f"{type(err).__name__}: {lines[-1] if lines else ''}"}
+
+    def cancel(self, refs: list[Any]) -> None:
+        for ref in refs:
+            self.ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        self.ray.shutdown()
+
+
+def _open_pool(spec: SweepSpec, sweep: Sweep, options: SweepOptions, stream: TextIO) -> tuple[Any, int | None]:
+    """The backend's pool and how many runs it keeps in flight (``None``: as Ray's resources allow)."""
+    if options.backend == "processes":
+        pool = ProcessPool(sweep.paths.root)
+        slots = options.max_parallel or pool.slots(spec.resources.cpus)
+        print(f"running on this machine, {slots} child process{'es' * (slots > 1)} at a time", file=stream, flush=True)
+        return pool, slots
+    ray = _init_ray(options.address)
+    try:
+        _check_resources(ray, spec)
+    except BaseException:
+        ray.shutdown()
+        raise
+    where = options.address or "an embedded local Ray instance"
+    print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
+    return RayPool(ray, spec), options.max_parallel
+
+
 def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = None) -> int:
     """Run every incomplete run of ``spec``; returns 0 when all are done, 1 if any failed."""
     stream = stream or sys.stdout
@@ -174,79 +239,82 @@ def run_sweep(spec: SweepSpec, options: SweepOptions, stream: TextIO | None = No
         if damaged:  # nothing left to run: only runs the board refused
             return summary(sweep, table, damaged, stream)
         return 0
-    ray = _init_ray(options.address)
+    pool, max_parallel = _open_pool(spec, sweep, options, stream)
     try:
-        _check_resources(ray, spec)
-        where = options.address or "an embedded local Ray instance"
-        print(f"scheduling on {where}: {ray.cluster_resources().get('CPU', 0):g} CPUs in all", file=stream, flush=True)
-        if not _collect(ray, sweep, needed_collect(spec, todo), sweep_id, table):
+        if not _collect(pool, sweep, needed_collect(spec, todo), sweep_id, max_parallel, table):
             return 1
-        failures = damaged + _run_grid(ray, sweep, todo, sweep_id, options, table)
+        failures = damaged + _run_grid(pool, sweep, todo, sweep_id, options.pin, max_parallel, table)
     except KeyboardInterrupt:
         table.close()
         print(f"interrupted; run the same command again to continue the sweep in {sweep.paths.root}", file=sys.stderr)
         return 130
     finally:
-        ray.shutdown()
+        pool.close()
     return summary(sweep, table, failures, stream)
 
 
-def _collect(ray: Any, sweep: Sweep, steps: tuple[CollectStep, ...], sweep_id: str, table: StatusTable) -> bool:
+def _in_turn(
+    pool: Any, calls: list[tuple[str, dict[str, Any]]], max_parallel: int | None, on_start=None
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Run ``calls`` on ``pool``, at most ``max_parallel`` at a time, yielding each one's
+    arguments and outcome as it ends (``on_start(args)`` is called for each running one at every
+    poll); whatever is still running when the caller stops (Ctrl-C, an error) is cancelled."""
+    pending = deque(calls)
+    inflight: dict[Any, dict[str, Any]] = {}
+    try:
+        while pending or inflight:
+            while pending and (max_parallel is None or len(inflight) < max_parallel):
+                call, args = pending.popleft()
+                inflight[pool.submit(call, args)] = args
+            ready = pool.wait(list(inflight), POLL_SECONDS)
+            if on_start is not None:
+                for args in inflight.values():
+                    on_start(args)
+            for handle in ready:
+                args = inflight.pop(handle)
+                yield args, pool.outcome(handle, args["name"])
+    finally:
+        if inflight:
+            pool.cancel(list(inflight))
+
+
+def _collect(
+    pool: Any, sweep: Sweep, steps: tuple[CollectStep, ...], sweep_id: str, max_parallel: int | None, table: StatusTable
+) -> bool:
     """Record the datasets the runs still to run train on (in parallel, each skipped where already
     local); one that only finished runs train on is not recorded (``core.needed_collect``)."""
-    task = ray.remote(num_cpus=1, max_retries=sweep.spec.resources.retries, max_calls=1)(collect_dataset)
     if len(steps) < len(sweep.spec.collect):
         table.line(f"not collecting {len(sweep.spec.collect) - len(steps)} datasets: no run left to run trains on them")
-    refs = {}
-    for entry, step in zip(collect_entries(sweep.spec, sweep.paths, sweep_id, steps), steps, strict=True):
-        refs[task.remote(**entry)] = entry
+    entries = collect_entries(sweep.spec, sweep.paths, sweep_id, steps)
+    for entry, step in zip(entries, steps, strict=True):
         table.line(f"collecting {step.out} ({step.steps} steps of {step.env}) if absent")
     ok = True
-    for ref, entry in refs.items():
-        outcome = _outcome(ray, ref, entry["name"])
+    for entry, outcome in _in_turn(pool, [("collect_dataset", entry) for entry in entries], max_parallel):
         ok = ok and outcome["status"] == "done"
         record_collect(sweep, entry, outcome, table)
     return ok
 
 
-def _outcome(ray: Any, ref: Any, name: str) -> dict[str, Any]:
-    """A task's returned outcome, or its Ray error (retries exhausted, cancelled) as a failure."""
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        return {"name": name, "status": "failed", "error": f"{type(err).__name__}: {lines[-1] if lines else ''}"}
-
-
 def _run_grid(
-    ray: Any, sweep: Sweep, todo: list[RunPlan], sweep_id: str, options: SweepOptions, table: StatusTable
+    pool: Any,
+    sweep: Sweep,
+    todo: list[RunPlan],
+    sweep_id: str,
+    pin: bool,
+    max_parallel: int | None,
+    table: StatusTable,
 ) -> list[tuple[str, str]]:
     resources = sweep.spec.resources
-    max_parallel = options.max_parallel
-    task = ray.remote(
-        num_cpus=resources.cpus,
-        num_gpus=resources.gpus,
-        max_retries=resources.retries,
-        retry_exceptions=False,
-        max_calls=1,  # a fresh process per run: JAX frees its device memory only at exit
-    )(execute)
-    pending = deque(todo)
-    inflight: dict[Any, RunPlan] = {}
+    plans = {plan.name: plan for plan in todo}
+    calls = [
+        ("execute", {**run_entry(plan, sweep.paths, sweep_id, resources.gpus, resources.cpus), "pin": pin})
+        for plan in todo
+    ]
     failures: list[tuple[str, str]] = []
-    try:
-        while pending or inflight:
-            while pending and (max_parallel is None or len(inflight) < max_parallel):
-                plan = pending.popleft()
-                entry = run_entry(plan, sweep.paths, sweep_id, resources.gpus, resources.cpus)
-                inflight[task.remote(**entry, pin=options.pin)] = plan
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=POLL_SECONDS)
-            for plan in inflight.values():
-                show_running(sweep, plan, sweep_id, table)
-            for ref in ready:
-                plan = inflight.pop(ref)
-                record_outcome(sweep, plan, _outcome(ray, ref, plan.name), table, failures)
-    except BaseException:
-        for ref in inflight:
-            ray.cancel(ref, force=True)
-        raise
+
+    def running(args: dict[str, Any]) -> None:
+        show_running(sweep, plans[args["name"]], sweep_id, table)
+
+    for args, outcome in _in_turn(pool, calls, max_parallel, on_start=running):
+        record_outcome(sweep, plans[args["name"]], outcome, table, failures)
     return failures

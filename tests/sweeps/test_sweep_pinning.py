@@ -144,7 +144,7 @@ def test_the_cli_refuses_no_pin_with_slurm(tmp_path: Path, capsys) -> None:
     code = main(["sweep", str(spec), "--out", str(tmp_path / "s"), "--backend", "slurm", "--no-pin", "--dry-run"])
     assert code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "offline_gitd: error: --no-pin is an option of --backend ray; SLURM places a job's cores itself "
+        "offline_gitd: error: --no-pin is an option of --backend ray and processes; SLURM places a job's cores itself "
         "(--cpus-per-task)"
     ]
     assert not (tmp_path / "s").exists()

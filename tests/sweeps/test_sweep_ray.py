@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from ray.cluster_utils import Cluster
 
+from tests.support.sweep_specs import TINY_CARTPOLE_DQN
+
 pytestmark = pytest.mark.ray
 
 # Ray canonicalises 127.0.0.1 to a documentation address (192.0.2.2) for multi-node clusters on
@@ -30,22 +32,12 @@ pytestmark = pytest.mark.ray
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "JAX_PLATFORMS": "cpu"}
 NODE = dict(num_cpus=1, node_ip_address="127.0.0.1")
 # Tiny CartPole DQN runs: two seeds in one vmapped program, a checkpoint every 400 steps.
-FIXED = """
-env = "CartPole-v1"
-loop = "python"
-seeds = "0-1"
-mlp_hidden = "16,16"
-batch_size = 16
-initial_samples = 100
-log_every = 200
-checkpoint_every = 400
-"""
 
 
 def spec_text(steps: int) -> str:
     return (
         'command = "online dqn"\nboard = "board.csv"\n\n[resources]\ncpus = 1\nretries = 3\n\n'
-        f"[fixed]{FIXED}steps = {steps}\n\n"
+        f"[fixed]{TINY_CARTPOLE_DQN}steps = {steps}\n\n"
         '[grid]\ncritic = ["td", "itd", "gitd"]\nT = [20, 40]\n'
     )
 
