@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install chromium demo test test-fast test-slow test-tfds lint docs clean
+.PHONY: install chromium demo test test-fast test-slow test-tfds lint docs clean device-kit
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,21 @@ slurm:
 
 demo: install
 	$(BIN)/offline_gitd demo
+
+# What sweeps/gpu_cells.sh takes to a GPU machine that has JAX for CUDA but no package index
+# (docs/online.md#whole-cells-on-a-gpu): HEAD as a git bundle, and as wheels for its Python
+# (DEVICE_PYTHON, 3.12 by default) the packages a MinAtar online run imports that such a machine
+# lacks, at the versions constraints.txt pins. About 12 MB.
+DEVICE_PYTHON ?= 3.12
+DEVICE_WHEELS := ale-py gymnasium farama-notifications minatar pgx pgx-minatar pytz svgwrite tensorboardX
+device-kit: install
+	rm -rf .device && mkdir -p .device/whl
+	git bundle create .device/code.bundle HEAD
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+	  --python-version $(DEVICE_PYTHON) --implementation cp --platform manylinux_2_28_x86_64 \
+	  --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  -d .device/whl $(foreach name,$(DEVICE_WHEELS),$(shell grep -i '^$(name)==' constraints.txt))
+	du -sh .device
 
 # Tests run on every core (pytest-xdist), a test file per worker so module fixtures are built once.
 PYTEST := $(BIN)/python -m pytest -n auto --dist loadfile

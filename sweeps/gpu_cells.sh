@@ -39,12 +39,12 @@ else
 fi
 code=$PWD
 if [ -f .device/code.bundle ] && command -v git >/dev/null; then
-  rm -rf /tmp/gpu-src && git clone -q .device/code.bundle /tmp/gpu-src && code=/tmp/gpu-src
+  rm -rf /tmp/gpu-src && git -c advice.detachedHead=false clone -q .device/code.bundle /tmp/gpu-src && code=/tmp/gpu-src
 else
   echo "gpu_cells: no .device/code.bundle or no git here: training from this folder, rows name no commit" >&2
 fi
 cd "$code" || exit 1
-export PYTHONPATH=$code${site:+:$site}
+export PYTHONPATH=$code${site:+:$site}${PYTHONPATH:+:$PYTHONPATH}
 export JAX_PLATFORMS=${JAX_PLATFORMS:-cuda} PYTHONUNBUFFERED=1  # cpu: the script's own test
 # The cells share the card: each process takes its share of memory, not JAX's default 75%.
 export XLA_PYTHON_CLIENT_MEM_FRACTION=$(python3 -c "print(round(0.9 / $#, 3))")
