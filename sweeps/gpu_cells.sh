@@ -31,15 +31,16 @@ out=$(cd "$out" && pwd)
 started=$(date +%s)
 
 if ls .device/whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/gpu-site \
+  site=$(mktemp -d /tmp/gpu-site.XXXXXX)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
     .device/whl/*.whl || { echo "gpu_cells: the carried wheels did not install" >&2; exit 1; }
-  site=/tmp/gpu-site
 else
   site=
 fi
 code=$PWD
 if [ -f .device/code.bundle ] && command -v git >/dev/null; then
-  rm -rf /tmp/gpu-src && git -c advice.detachedHead=false clone -q .device/code.bundle /tmp/gpu-src && code=/tmp/gpu-src
+  code=$(mktemp -d /tmp/gpu-src.XXXXXX)
+  git -c advice.detachedHead=false clone -q .device/code.bundle "$code" || exit 1
 else
   echo "gpu_cells: no .device/code.bundle or no git here: training from this folder, rows name no commit" >&2
 fi
@@ -54,16 +55,22 @@ export XLA_PYTHON_CLIENT_MEM_FRACTION=$(python3 -c "print(round(0.9 / $#, 3))")
   python3 -c "import jax, sys; print('python', sys.version.split()[0], 'jax', jax.__version__, jax.devices())"
 } > "$out/device.txt" 2>&1
 
-runs=/tmp/gpu-runs
+runs=$(mktemp -d /tmp/gpu-runs.XXXXXX)  # never an earlier call's runs or board
 left=$((limit - ($(date +%s) - started) - 30))  # 30 s kept for packing the results
+drivers=()
 for only in "$@"; do
   name=${only#*=}
   timeout --signal=INT --kill-after=20 "$left" python3 -m offline_gitd.cli sweep "$spec" --backend processes \
     --no-pin --out "$runs/$name" --only "$only" --board "$runs/board.csv" >"$out/$name.log" 2>&1 &
+  drivers+=($!)
 done
-wait
+failed=0
+for pid in "${drivers[@]}"; do
+  wait "$pid" || failed=$((failed + 1))
+done
 cp "$runs/board.csv" "$runs/timings.csv" "$out/" 2>/dev/null
 tar czf "$out/runs.tgz" -C "$runs" --exclude=checkpoints --exclude=host_state --exclude=tb \
   --exclude=board.csv --exclude=timings.csv --exclude='*.lock' . 2>/dev/null
 grep -h "sweep finished\|failed:" "$out"/*.log
-echo "gpu_cells: $(($(date +%s) - started)) s; results in $out"
+echo "gpu_cells: $(($(date +%s) - started)) s; $failed of $# cells failed or were stopped; results in $out"
+[ "$failed" -eq 0 ]
