@@ -447,3 +447,25 @@ def test_the_replay_ratio_pairs_publish_once_they_land(tmp_path: Path) -> None:
         "dqn:td [loop=compiled]",
     ]
     assert data["per_env"]["references"]["Breakout-v1"]["behaviour"] is not None
+
+
+def test_the_sweep_skips_exactly_the_cells_the_committed_board_holds(tmp_path: Path) -> None:
+    """Re-running the grid with its committed board trains none of the cells on it, and only those:
+    each cell's computed config hash is one the board's rows record, five seeds each."""
+    from offline_gitd.sweeps.core import ON_BOARD, action
+    from offline_gitd.sweeps.on_board import BoardCheck
+    from offline_gitd.sweeps.spec import expand, load_spec, with_board
+    from offline_gitd.sweeps.state import SweepPaths
+
+    root = Path(__file__).resolve().parents[2]
+    board = root / "leaderboards" / "minatar_online" / "board.csv"
+    spec = with_board(load_spec(root / "sweeps" / "minatar_online.toml"), board)
+    check = BoardCheck(spec)
+    skipped = {plan.name for plan in expand(spec) if action(SweepPaths(tmp_path), plan, check) == ON_BOARD}
+    with board.open() as handle:
+        seeds_per_hash: dict[str, set[str]] = {}
+        for row in csv.DictReader(handle):
+            seeds_per_hash.setdefault(row["config_hash"], set()).add(row["seed"])
+    assert len(skipped) == len(seeds_per_hash) > 0
+    assert all(seeds == {"0", "1", "2", "3", "4"} for seeds in seeds_per_hash.values())
+    assert {check.expected(plan).config_hash for plan in expand(spec) if plan.name in skipped} == set(seeds_per_hash)
