@@ -66,6 +66,9 @@ def pinned_cores(count: int, lock_dir: Path | None = None) -> Iterator[list[int]
     Must be entered before JAX starts its CPU backend: the thread pool XLA creates then inherits the
     affinity, and threads started earlier keep theirs. The process's affinity is restored on exit
     (a Ray worker may be reused by a later task)."""
+    if not hasattr(os, "sched_setaffinity"):  # macOS: no affinity to set; the run goes unpinned
+        yield None
+        return
     before = os.sched_getaffinity(0)
     claim = claim_cores(count, lock_dir)
     if claim is None:

@@ -46,7 +46,8 @@ class ProcessPool:
     def slots(self, cpus: float) -> int:
         """Runs at a time when ``--max-parallel`` is not given: the cores this process may use,
         ``[resources] cpus`` to a run (as Ray counts them)."""
-        return max(1, int(len(os.sched_getaffinity(0)) // max(1.0, cpus)))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(1, int(cores // max(1.0, cpus)))
 
     def submit(self, call: str, args: dict[str, Any]) -> Child:
         folder = self.root / ENTRIES
