@@ -30,7 +30,7 @@ DOCS = REPO / "docs"
 # every front page.
 ALGORITHM_NAMES = {"cql": "CQL", "bc": "behaviour cloning", "td3bc": "TD3+BC", "iql": "IQL"}
 ONLINE_NAMES = ("DQN", "SAC")
-BACKEND_NAMES = {"ray": "Ray", "slurm": "SLURM"}
+BACKEND_NAMES = {"ray": "Ray", "processes": "child processes", "slurm": "SLURM"}
 # The package's own algorithms, as their records list them (installed plug-ins are not the package's).
 OFFLINE_ALGOS = tuple(spec.name for spec in BUILTIN_ALGORITHMS)
 

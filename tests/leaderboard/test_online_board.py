@@ -469,3 +469,46 @@ def test_the_sweep_skips_exactly_the_cells_the_committed_board_holds(tmp_path: P
     assert len(skipped) == len(seeds_per_hash) > 0
     assert all(seeds == {"0", "1", "2", "3", "4"} for seeds in seeds_per_hash.values())
     assert {check.expected(plan).config_hash for plan in expand(spec) if plan.name in skipped} == set(seeds_per_hash)
+
+
+def test_every_dirty_row_was_dirty_with_the_sweeps_own_board_alone(tmp_path: Path) -> None:
+    """A row recorded ``dirty`` ran from a tree whose only local change was the sweep's board and
+    timings file (a grid run from a worktree whose tracked board it appended to): checked by
+    recreating, at the row's commit, the board and timings as they stood when the cell started (a
+    prefix of the committed files, ending at a cell's last row) and matching ``git diff HEAD``'s
+    SHA-256 with the row's ``diff_sha256`` (leaderboards/minatar_online/README.md#status-2026-11-28)."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    if shutil.which("git") is None or subprocess.run(["git", "-C", str(root), "rev-parse"]).returncode:
+        pytest.skip("no git checkout here: the rows' commits cannot be checked out")
+    folder = root / "leaderboards" / "minatar_online"
+    board_lines = (folder / "board.csv").read_text().splitlines(keepends=True)
+    timing_lines = (folder / "timings.csv").read_text().splitlines(keepends=True)
+    with (folder / "board.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    ends = [
+        i + 1 for i in range(len(rows)) if i + 1 == len(rows) or rows[i + 1]["config_hash"] != rows[i]["config_hash"]
+    ]
+    dirty = {(row["commit"], row["diff_sha256"], row["config_hash"]) for row in rows if row["dirty"] == "true"}
+    for commit, digest, config_hash in sorted(dirty):
+        first = next(i for i, row in enumerate(rows) if row["config_hash"] == config_hash)
+        tree = tmp_path / commit[:7]
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "-q", "--detach", str(tree), commit], check=True)
+        try:
+            found = False
+            for end in (e for e in ends if e <= first):
+                for timings in range(2, len(timing_lines) + 1):
+                    (tree / "leaderboards/minatar_online/board.csv").write_text("".join(board_lines[: end + 1]))
+                    (tree / "leaderboards/minatar_online/timings.csv").write_text("".join(timing_lines[:timings]))
+                    diff = subprocess.run(["git", "-C", str(tree), "diff", "HEAD", "--binary"], capture_output=True)
+                    found = hashlib.sha256(diff.stdout).hexdigest() == digest
+                    if found:
+                        break
+                if found:
+                    break
+            assert found, f"rows of {config_hash} at {commit[:7]}: their local change was not the board alone"
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=True)
