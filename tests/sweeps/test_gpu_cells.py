@@ -17,6 +17,8 @@ import pytest
 
 from tests.support.sweep_specs import TINY_CARTPOLE_DQN
 
+pytestmark = pytest.mark.e2e  # trains end to end from a bundle: out of make test-fast
+
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = f"""command = "online dqn"
 board = "board.csv"
