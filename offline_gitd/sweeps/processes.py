@@ -26,7 +26,10 @@ from typing import Any
 from offline_gitd.sweeps.state import write_state
 
 POLL_SECONDS = 0.5
-ENTRIES = "processes"  # OUT/processes/NAME.json (each child's call) and NAME.out (its own output)
+# OUT/processes/NAME.json (each child's call), NAME.out (its stderr) and NAME.outcome (its stdout, whose
+# last line is the outcome). Both streams go to files, never pipes: a child writing more than a pipe
+# holds (C code bypasses the run's log redirection) would otherwise block until the driver read it.
+ENTRIES = "processes"
 
 
 @dataclass(eq=False)  # a handle: equal only to itself, hashable
@@ -34,6 +37,7 @@ class Child:
     name: str
     process: subprocess.Popen
     output: Path
+    printed: Path  # its stdout: the outcome on the last line
 
 
 @dataclass
@@ -54,14 +58,12 @@ class ProcessPool:
         entry = folder / f"{args['name']}.json"
         write_state(entry, {"call": call, "args": args})
         output = folder / f"{args['name']}.out"
-        with output.open("ab") as sink:
+        printed_to = folder / f"{args['name']}.outcome"
+        with output.open("ab") as errors, printed_to.open("wb") as printed:
             process = subprocess.Popen(
-                [self.python, "-m", "offline_gitd.sweeps.task", str(entry)],
-                stdout=subprocess.PIPE,
-                stderr=sink,
-                text=True,
+                [self.python, "-m", "offline_gitd.sweeps.task", str(entry)], stdout=printed, stderr=errors
             )
-        return Child(args["name"], process, output)
+        return Child(args["name"], process, output, printed_to)
 
     def wait(self, children: list[Child], timeout: float) -> list[Child]:
         """The children that have ended, waiting up to ``timeout`` seconds for the first."""
@@ -74,9 +76,7 @@ class ProcessPool:
 
     def outcome(self, child: Child, name: str) -> dict[str, Any]:
         """The outcome the child printed last (``task.main``), or its death as a failure."""
-        assert child.process.stdout is not None
-        lines = [line.strip() for line in child.process.stdout.read().splitlines() if line.strip()]
-        child.process.stdout.close()
+        lines = [line.strip() for line in child.printed.read_text(errors="replace").splitlines() if line.strip()]
         try:
             outcome = json.loads(lines[-1]) if lines else None
         except json.JSONDecodeError:
