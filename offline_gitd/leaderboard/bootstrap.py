@@ -245,7 +245,7 @@ def improvement_samples(
 
 
 @functools.lru_cache(maxsize=32)
-def _all_splits(n: int, m: int) -> np.ndarray:
+def all_splits(n: int, m: int) -> np.ndarray:
     """Every choice of ``n`` of ``n + m`` positions (rows)."""
     return np.array(list(combinations(range(n + m), n)), dtype=np.intp)
 
@@ -278,7 +278,7 @@ def permutation_test(x: np.ndarray, y: np.ndarray, split_seed: int) -> tuple[flo
     observed = abs(x.mean() - y.mean())
     tolerance = 1e-12 * max(1.0, float(np.abs(pooled).max()))
     if math.comb(n + m, n) <= EXACT_PERMUTATION_LIMIT:
-        chosen = _all_splits(n, m)
+        chosen = all_splits(n, m)
         method, draws = "exact", None
     else:
         chosen = _random_splits(n, m, split_seed)

@@ -33,6 +33,7 @@ from offline_gitd.leaderboard.schema import SchemaError, read_rows, row_kind_of,
 if TYPE_CHECKING:
     import pandas as pd
 
+    from offline_gitd.leaderboard.across_envs import AcrossLine
     from offline_gitd.leaderboard.per_env import EnvLine, ReferenceLine
     from offline_gitd.leaderboard.sensitivity import Aggregate
     from offline_gitd.leaderboard.stats import Interval, MethodSummary
@@ -411,6 +412,66 @@ def per_env_records(lines: Sequence[EnvLine], references: Sequence[ReferenceLine
     return out
 
 
+# What the across-envs table tests (docs/leaderboard.md#across-envs-test).
+ACROSS_TEST = (
+    "each method against the baseline over the envs of the aggregate both ran, one two-sided stratified "
+    "permutation test per value (runs relabelled within each env; statistic: the sum over envs of the "
+    "difference of means over the env's pooled standard deviation)"
+)
+
+
+def across_family_note(lines: Sequence[AcrossLine], baseline: str) -> str:
+    """What the across-envs table's adjusted p values are adjusted over."""
+    tests = sum((line.final.holm is not None) + (line.auc.holm is not None) for line in lines)
+    return (
+        f"Holm and Benjamini-Hochberg (BH) adjust over the {tests} tests of this table (final return and AUC "
+        f"of every method against {baseline}); a difference survives a correction where its adjusted p is "
+        "below the level"
+    )
+
+
+def _p_fine(p: float | None) -> str:
+    """A p value to three decimals, or to two significant digits below 0.001 (a Monte-Carlo p
+    reaches 1 / 20,001)."""
+    if p is None or p != p:
+        return "-"
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def across_records(lines: Sequence[AcrossLine]) -> list[dict[str, object]]:
+    """The across-envs table as flat records (JSON)."""
+    out: list[dict[str, object]] = []
+    for line in lines:
+        record: dict[str, object] = {
+            "method": line.method,
+            "envs": line.envs,
+            "runs": line.runs,
+            "baseline_runs": line.baseline_runs,
+        }
+        for value, test in (("final", line.final), ("auc", line.auc)):
+            record |= {
+                f"p_{value}": None if test.p != test.p else test.p,
+                f"p_{value}_test": test.kind,
+                f"p_{value}_holm": test.holm,
+                f"p_{value}_bh": test.bh,
+            }
+        out.append(record)
+    return out
+
+
+def render_across(lines: Sequence[AcrossLine], fmt: str) -> str:
+    """The across-envs table (text or Markdown): per method its envs and runs, then the final
+    return's and the AUC's test, each raw and adjusted."""
+    titles = ("method", "envs", "runs (baseline's)", "p final", "Holm", "BH", "p AUC", "Holm", "BH")
+    rows = []
+    for line in lines:
+        cells = [line.method, str(line.envs), f"{line.runs} ({line.baseline_runs})"]
+        for test in (line.final, line.auc):
+            cells += [f"{_p_fine(test.p)} ({test.kind})", _p_fine(test.holm), _p_fine(test.bh)]
+        rows.append(tuple(cells))
+    return _table(titles, rows, fmt)
+
+
 def render_per_env(
     lines: Sequence[EnvLine], references: Sequence[ReferenceLine], baseline: str, fmt: str, value: str = "final"
 ) -> str:
@@ -500,11 +561,13 @@ def render(
     loaded: Loaded | None = None,
     per_env: Sequence[EnvLine] = (),
     per_env_auc: Sequence[EnvLine] = (),
+    across: Sequence[AcrossLine] = (),
 ) -> str:
     """The summary as text in ``fmt``; table and markdown pair each estimate with its CI and, given
-    the ``loaded`` board and its ``per_env`` lines, follow it with the normalisation of each env,
-    the flagged envs and the per-env table, and the per-env AUC table where ``per_env_auc`` has
-    lines (``show --per-env-auc``). CSV is the summary alone (one table)."""
+    the ``loaded`` board and its ``per_env`` lines, follow it with the test of each method over
+    the aggregate's envs where ``across`` has lines, the normalisation of each env, the flagged
+    envs and the per-env table, and the per-env AUC table where ``per_env_auc`` has lines
+    (``show --per-env-auc``). CSV is the summary alone (one table)."""
     from offline_gitd.leaderboard.per_env import reference_lines
 
     rows = records(summaries)
@@ -536,6 +599,9 @@ def render(
             report["no_reference"] = list(loaded.lacking)  # envs without the chosen reference: not aggregated
             report["normalisers"] = aggregate_records(loaded.aggregates)
             report["order_flips"] = loaded.order_flips()
+        if across:
+            report["across_envs"] = across_records(across)
+            report["across_envs_test"] = ACROSS_TEST
         return json.dumps(report, indent=2)
     if fmt == "csv":
         # Each record written with "\r\n" and its end turned back into "\n": the csv module quotes
@@ -584,8 +650,17 @@ def render(
     heading = "**{}**" if fmt == "markdown" else "{}"
     flips = "".join(f"\n{bullet}warning: {_safe(line, fmt)}" for line in loaded.order_flips())
     return "\n\n".join(
-        [
-            out,
+        [out]
+        + (
+            [
+                heading.format(f"Across envs: {ACROSS_TEST}. {across_family_note(across, baseline)}")
+                + "\n"
+                + render_across(across, fmt)
+            ]
+            if across
+            else []
+        )
+        + [
             heading.format("Normalisation per env") + "\n" + notes,
             heading.format(
                 "The aggregate under each normaliser (point estimates over the envs each can score; "
@@ -636,6 +711,7 @@ def show(
     """Read, normalise and summarise a board (its chosen envs and methods); the rendered text.
     ``auc_per_env``: the per-env AUC table too (an online board's second question: how fast)."""
     loaded = load(board, baseline, how, envs, methods, keep_flagged)
+    from offline_gitd.leaderboard.across_envs import across_env_lines
     from offline_gitd.leaderboard.per_env import per_env_lines
     from offline_gitd.leaderboard.stats import summarise
 
@@ -646,4 +722,5 @@ def show(
         if auc_per_env
         else []
     )
-    return render(summaries, fmt, loaded.baseline, how, loaded, per_env, per_env_auc)
+    across = across_env_lines(loaded.scored, loaded.baseline, seed)
+    return render(summaries, fmt, loaded.baseline, how, loaded, per_env, per_env_auc, across)
