@@ -127,7 +127,7 @@ def _add_analysis_options(parser: argparse.ArgumentParser, reps: int = DEFAULT_R
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``leaderboard`` and its five subcommands."""
+    """Add ``leaderboard`` and its subcommands."""
     parser = subparsers.add_parser(
         "leaderboard",
         help="submit run results to a board; summarise, plot and publish it",
@@ -287,6 +287,56 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "runs against board B's, of the final return and of the AUC, beside the random and data references",
     )
     side.set_defaults(func=run_compare)
+
+    contrast = commands.add_parser(
+        "contrast",
+        help="how a method's gain over its baseline changes between two settings (e.g. replay ratios)",
+        description="Per env and over the envs (geometric mean), a method's gain over its baseline at each of two "
+        "settings, the ratio of their mean values over seeds, and the contrast: the first setting's gain over the "
+        "second's, above 1 where the method gains more in the first. 95%% percentile bootstrap intervals resample "
+        "every cell's runs within each env (docs/leaderboard.md#gain-contrast).",
+        epilog="example (the replay-ratio claim on the MinAtar online board):\n"
+        "  offline_gitd leaderboard contrast --board leaderboards/minatar_online/board.csv \\\n"
+        "      --gain 'dqn:gitd [loop=compiled]' 'dqn:td [loop=compiled]' \\\n"
+        "      --gain 'dqn:gitd [loop=compiled utd=0.25]' 'dqn:td [loop=compiled utd=0.25]'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    contrast.add_argument("--board", type=Path, required=True, help="board CSV")
+    contrast.add_argument(
+        "--gain",
+        dest="gains",
+        nargs=2,
+        action="append",
+        required=True,
+        metavar=("METHOD", "BASELINE"),
+        help="a method and its baseline at one setting, as show's --method and --baseline name them; give it "
+        "twice: the first setting, then the second",
+    )
+    contrast.add_argument("--env", dest="envs", action="append", default=[], metavar="PATTERN", help="only these envs")
+    contrast.add_argument(
+        "--value",
+        choices=("auc", "final"),
+        default="auc",
+        help="what a gain compares: the AUC (a run's mean raw return over its logged steps) or the final return "
+        "(default %(default)s)",
+    )
+    contrast.add_argument(
+        "--reps", type=_reps, default=DEFAULT_REPS, help="bootstrap replications (default %(default)s)"
+    )
+    contrast.add_argument("--seed", type=_seed, default=0, help="seed of the bootstrap (default 0)")
+    contrast.add_argument(
+        "--format", choices=("table", "markdown", "json"), default="table", help="output format (default table)"
+    )
+    contrast.set_defaults(func=run_contrast)
+
+
+def run_contrast(args: argparse.Namespace) -> int:
+    from offline_gitd.leaderboard.contrast import board_contrast, render
+
+    gains, lines = board_contrast(args.board, args.gains, args.envs, args.value, args.reps, args.seed)
+    print(render(gains, lines, args.value, args.format))
+    print(f"(from board {args.board})", file=sys.stderr)
+    return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -343,7 +343,7 @@ def _with_ci(record: dict[str, object], name: str, digits: int = SUMMARY_DIGITS)
     return "{} [{}, {}]".format(*cells)
 
 
-def _table(titles: Sequence[str], lines: Sequence[Sequence[str]], fmt: str) -> str:
+def text_table(titles: Sequence[str], lines: Sequence[Sequence[str]], fmt: str) -> str:
     """Rows of cells as an aligned text table or a Markdown table (names made safe for each)."""
     if fmt == "markdown":
         out = ["| " + " | ".join(titles) + " |", "|" + "---|" * len(titles)]
@@ -469,7 +469,7 @@ def render_across(lines: Sequence[AcrossLine], fmt: str) -> str:
         for test in (line.final, line.auc):
             cells += [f"{_p_fine(test.p)} ({test.kind})", _p_fine(test.holm), _p_fine(test.bh)]
         rows.append(tuple(cells))
-    return _table(titles, rows, fmt)
+    return text_table(titles, rows, fmt)
 
 
 def render_per_env(
@@ -516,7 +516,7 @@ def render_per_env(
             )
         for ref in refs.get(env, []):
             rows.append((env, ref.kind, _number(ref.value), "", "", "", "", ""))
-    return _table(titles, rows, fmt)
+    return text_table(titles, rows, fmt)
 
 
 def _safe(text: str, fmt: str) -> str:
@@ -550,7 +550,7 @@ def render_aggregates(found: Sequence[Aggregate], fmt: str) -> str:
             point = item.points.get(method)
             cells += ["-", "-"] if point is None else [f"{point[0]:.3f}", f"{point[1]:.3f}"]
         rows.append(tuple(cells))
-    return _table(titles, rows, fmt)
+    return text_table(titles, rows, fmt)
 
 
 def render(
@@ -636,7 +636,7 @@ def render(
         )
         for r in rows
     ]
-    out = _table(titles, lines, fmt)
+    out = text_table(titles, lines, fmt)
     if loaded is None:
         return out
     bullet = "- " if fmt == "markdown" else "  "

@@ -5,8 +5,8 @@
 From the committed ``leaderboards/minatar_online/board.csv`` it rewrites every page's generated
 blocks (:mod:`tests.published`, the board README's among them), ``iqm.md`` (:data:`SHOW`'s output)
 and ``figures/`` (:data:`PLOT`); once the replay-ratio pairs are on the board (one update per env
-step, on Breakout and Asterix), also their tables at each ratio (:data:`RATIOS`) and their
-figures (:data:`PAIR_PLOT`). The board README names every command, and
+step, on Breakout and Asterix), also their tables at each ratio and the contrast of the two
+ratios' gains (:data:`RATIOS`) and their figures (:data:`PAIR_PLOT`). The board README names every command, and
 ``tests/leaderboard/test_online_board.py`` checks that the committed files are their output.
 
 The commands name the main grid's methods by their keys with the config in brackets, as the whole
@@ -45,6 +45,11 @@ RATIOS = {
     )
     for ratio, config in (("1", "loop=compiled"), ("0.25", "loop=compiled utd=0.25"))
 }
+# Gi-DQN's gain over DQN at one update per env step, over the same at one per 4 (docs/leaderboard.md#gain-contrast).
+RATIOS[f"{BOARD_DIR}/ratio-contrast.md"] = (
+    f"offline_gitd leaderboard contrast {PAIR_GAMES} --gain 'dqn:gitd [loop=compiled]' 'dqn:td [loop=compiled]' "
+    "--gain 'dqn:gitd [loop=compiled utd=0.25]' 'dqn:td [loop=compiled utd=0.25]' --format markdown"
+)
 PAIR_FIGURES = f"{FIGURES}/ratio-pairs"
 PAIR_PLOT = (
     f"offline_gitd leaderboard plot {PAIR_GAMES} --baseline 'dqn:td [loop=compiled]' "
