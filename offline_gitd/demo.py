@@ -101,6 +101,7 @@ def handle(args: argparse.Namespace) -> int:
     import minari
 
     from offline_gitd.data.paths import data_root, use_minari_root
+    from offline_gitd.leaderboard.across_envs import across_env_lines
     from offline_gitd.leaderboard.normalise import DEFAULT_NORMALISATION
     from offline_gitd.leaderboard.report import analyse, publish
     from offline_gitd.leaderboard.show import render
@@ -169,6 +170,7 @@ def handle(args: argparse.Namespace) -> int:
             DEFAULT_NORMALISATION,
             analysis.loaded,
             analysis.per_env,
+            across=across_env_lines(analysis.loaded.scored, analysis.baseline, seed=0),
         )
     )
     figures, page = publish(board, analysis, DEFAULT_NORMALISATION, out / "site")

@@ -46,6 +46,11 @@ def test_quick_demo_runs_the_whole_pipeline(tmp_path, capsys) -> None:
     assert all(line.rstrip().endswith(episodes) for line in per_env), per_env
     assert "--keep-flagged-envs" in printed  # the quick size keeps flagged envs, and says so
     assert f"leaderboard show --board {out / 'leaderboard.csv'}" in printed
+    # ... and it is that command's output, every table of it (the across-envs test's included)
+    from offline_gitd.leaderboard.show import show
+
+    shown = show(out / "leaderboard.csv", "cql:td", "auto", "table", QUICK.bootstrap_reps, 0, keep_flagged=True)
+    assert "Across envs:" in shown and shown in printed
     for name in ("aggregate.png", "per_env.png", "index.html"):
         assert (out / "site" / name).stat().st_size > 1000
         assert str(out / "site" / name) in printed

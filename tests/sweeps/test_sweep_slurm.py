@@ -2,7 +2,7 @@
 
 ``slurmctld``, ``slurmd`` and ``munged`` are started by ``tests/sweeps/slurm_cluster.py`` (Debian's
 packages; ``make slurm``) and ``offline_gitd sweep --backend slurm`` is run against them as a user
-would, in a subprocess. The grid is the Ray test's: six tiny CartPole DQN runs. Behaviours: the
+would, in a subprocess. The grid is the Ray test's: four tiny CartPole DQN runs. Behaviours: the
 driver may exit after submitting and a second pass follows the queued jobs and puts every row on
 the board exactly once; a third pass does nothing; a job requeued mid-run (as preemption or a
 node failure does) resumes its run from its checkpoint within the same pass; a job killed with
@@ -70,22 +70,22 @@ def test_driver_exits_second_pass_collects_third_does_nothing(slurm, tmp_path):
     spec.write_text(spec_text(steps=2000))
     out = tmp_path / "sweep"
     submitted = finish(start_sweep(slurm, spec, out, "--no-wait"), timeout=60)
-    assert "submitted job array" in submitted and "6 runs" in submitted
+    assert "submitted job array" in submitted and "4 runs" in submitted
     recorded_jobs = jobs(out)
-    assert len(recorded_jobs) == 6 and len({record["job"] for record in recorded_jobs.values()}) == 6
+    assert len(recorded_jobs) == 4 and len({record["job"] for record in recorded_jobs.values()}) == 4
 
     output = finish(start_sweep(slurm, spec, out))
     # the second pass follows the first pass's jobs and submits none; the jobs that finished while it
     # started (8 s each, two at a time: under load a few may) count as done, the rest are followed
     followed = re.search(r"(\d+) already done, \d+ to run.*following (\d+) queued or running jobs", output, re.S)
-    assert followed and sum(map(int, followed.groups())) == 6, output
+    assert followed and sum(map(int, followed.groups())) == 4, output
     assert "submitted job array" not in output, output
-    assert "sweep finished: 6/6 done, 0 failed" in output
+    assert "sweep finished: 4/4 done, 0 failed" in output
     assert jobs(out) == recorded_jobs  # nothing submitted twice
     recorded = states(out)
-    assert len(recorded) == 6 and all(state["status"] == "done" and state["submitted"] for state in recorded.values())
+    assert len(recorded) == 4 and all(state["status"] == "done" and state["submitted"] for state in recorded.values())
     assert {state["node"] for state in recorded.values()} == {"localnode"}
-    assert_every_row_once(out, runs=6, steps=2000)
+    assert_every_row_once(out, runs=4, steps=2000)
     for name, state in recorded.items():  # the job ran the same command a Ray task runs
         command = json.loads((out / "runs" / name / "config.json").read_text())["provenance"]["command_line"]
         assert command[1:] == [*state["argv"], "--out", str(out / "runs" / name), "--no-progress"]
@@ -150,17 +150,17 @@ def test_requeued_job_resumes_and_cancelled_job_resumes_on_the_next_pass(slurm, 
     slurm.run("scancel", jobs(out)[cancelled]["job"])
 
     output = finish(process, expect=1)
-    assert "sweep finished: 5/6 done, 1 failed" in output, output
+    assert "sweep finished: 3/4 done, 1 failed" in output, output
     assert f"failed   {cancelled}" in output and "CANCELLED" in output
     recorded = states(out)
     assert recorded[requeued]["status"] == "done" and recorded[requeued]["attempt"] >= 2
     assert "--resume" in (out / "logs" / f"{requeued}.log").read_text()  # the requeued job continued its run
 
     again = finish(start_sweep(slurm, spec, out))
-    assert "5 already done, 1 to run" in again and "submitted job array" in again and ": 1 run " in again
-    assert "sweep finished: 6/6 done, 0 failed" in again, again
+    assert "3 already done, 1 to run" in again and "submitted job array" in again and ": 1 run " in again
+    assert "sweep finished: 4/4 done, 0 failed" in again, again
     assert "--resume" in (out / "logs" / f"{cancelled}.log").read_text()  # resubmitted, it resumed
-    assert_every_row_once(out, runs=6, steps=2000)  # both interrupted runs whole, nothing twice
+    assert_every_row_once(out, runs=4, steps=2000)  # both interrupted runs whole, nothing twice
 
 
 def test_job_scripts_map_the_specs_resources(tmp_path):
@@ -198,5 +198,5 @@ def test_job_scripts_map_the_specs_resources(tmp_path):
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert "#SBATCH --array=0-5%2" in result.stdout and "nothing was submitted" in result.stdout
+    assert "#SBATCH --array=0-3%2" in result.stdout and "nothing was submitted" in result.stdout
     assert not out.exists()
