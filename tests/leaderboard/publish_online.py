@@ -3,8 +3,8 @@
     python -m tests.leaderboard.publish_online
 
 From the committed ``leaderboards/minatar_online/board.csv`` it rewrites every page's generated
-blocks (:mod:`tests.published`, the board README's among them), ``iqm.md`` (:data:`SHOW`'s output)
-and ``figures/`` (:data:`PLOT`); once the replay-ratio pairs are on the board (one update per env
+blocks (:mod:`tests.published`, the board README's among them), ``iqm.md`` (:data:`SHOW`'s output),
+``figures/`` (:data:`PLOT`) and ``figures/gidqn-dqn/`` (:data:`HEADLINE_PLOT`); once the replay-ratio pairs are on the board (one update per env
 step, on Breakout and Asterix), also their tables at each ratio and the contrast of the two
 ratios' gains (:data:`RATIOS`) and their figures (:data:`PAIR_PLOT`). The board README names every command, and
 ``tests/leaderboard/test_online_board.py`` checks that the committed files are their output.
@@ -33,6 +33,14 @@ MAIN_GRID = (
 )
 SHOW = f"offline_gitd leaderboard show {MAIN_GRID} --per-env-auc --format markdown"
 PLOT = f"offline_gitd leaderboard plot {MAIN_GRID} --per-env return --behaviour {BEHAVIOUR} --out {FIGURES}"
+# The headline pair, Gi-DQN against DQN at the main grid's ratio: its figures cover every game both ran
+# (the whole grid's aggregate and panels cover the games every method ran).
+HEADLINE_FIGURES = f"{FIGURES}/gidqn-dqn"
+HEADLINE_PLOT = (
+    f"offline_gitd leaderboard plot --board {BOARD_DIR}/board.csv --baseline 'dqn:td [loop=compiled utd=0.25]' "
+    f"--method 'dqn:gitd [loop=compiled utd=0.25]' --normalise baseline --per-env return --behaviour {BEHAVIOUR} "
+    f"--out {HEADLINE_FIGURES}"
+)
 
 # The replay-ratio pairs (sweeps/minatar_online.toml): DQN and Gi-DQN at one update per env step on
 # two games, each ratio's pair against its own DQN; the figures set both ratios beside Young & Tian
@@ -75,6 +83,7 @@ def main() -> None:
     (ROOT / IQM).write_text(run(SHOW) + "\n")
     print(f"wrote {IQM}")
     print(run(PLOT))
+    print(run(HEADLINE_PLOT))
     if pairs_landed(row for _, row in read_rows(ROOT / BOARD_DIR / "board.csv")):
         for path, command in RATIOS.items():
             (ROOT / path).write_text(run(command) + "\n")

@@ -361,22 +361,36 @@ def test_the_online_boards_published_files_are_its_commands_output(tmp_path: Pat
     """``iqm.md`` and ``figures/`` beside the MinAtar online board are what the commands its README
     names (``python -m tests.leaderboard.publish_online``) make from the committed board: a cell
     that lands without them being rewritten fails here. The figures' numbers are compared at their
-    point estimates (curves, IQMs, profiles, references), which do not depend on ``--reps``."""
-    import shlex
-
-    from tests.leaderboard.publish_online import BOARD_DIR, FIGURES, IQM, PLOT, SHOW
+    point estimates (curves, IQMs, profiles, references), which do not depend on ``--reps``: the
+    whole grid's (``figures/``) and the headline pair's (``figures/gidqn-dqn/``)."""
+    from tests.leaderboard.publish_online import (
+        BOARD_DIR,
+        FIGURES,
+        HEADLINE_FIGURES,
+        HEADLINE_PLOT,
+        IQM,
+        PLOT,
+        SHOW,
+    )
     from tests.published import ROOT, run
 
     readme = _flat((ROOT / BOARD_DIR / "README.md").read_text())
     assert f"{SHOW.removeprefix('offline_gitd ')} > {IQM}" in readme
-    assert PLOT.removeprefix("offline_gitd ") in readme and "python -m tests.leaderboard.publish_online" in readme
+    assert "python -m tests.leaderboard.publish_online" in readme
     assert (ROOT / IQM).read_text() == run(SHOW) + "\n"
+    for plot, figures in ((PLOT, FIGURES), (HEADLINE_PLOT, HEADLINE_FIGURES)):
+        assert plot.removeprefix("offline_gitd ") in readme, plot
+        _assert_figures_are_the_commands(plot, ROOT / figures, tmp_path / Path(figures).name)
 
-    committed = json.loads((ROOT / FIGURES / "figure_data.json").read_text())
-    argv = shlex.split(PLOT)[1:]
-    argv[argv.index("--out") + 1] = str(tmp_path)
+
+def _assert_figures_are_the_commands(plot: str, committed_dir: Path, fresh_dir: Path) -> None:
+    import shlex
+
+    committed = json.loads((committed_dir / "figure_data.json").read_text())
+    argv = shlex.split(plot)[1:]
+    argv[argv.index("--out") + 1] = str(fresh_dir)
     assert main([*argv, "--reps", "50"]) == 0
-    fresh = json.loads((tmp_path / "figure_data.json").read_text())
+    fresh = json.loads((fresh_dir / "figure_data.json").read_text())
     assert fresh["per_env"]["references"] == committed["per_env"]["references"]
     assert fresh["behaviour"] == committed["behaviour"]
     methods = committed["aggregate"]["methods"]
@@ -399,7 +413,7 @@ def test_the_online_boards_published_files_are_its_commands_output(tmp_path: Pat
             fresh["profile"]["profiles"][method]["fraction"], committed["profile"]["profiles"][method]["fraction"]
         )
     for name in ("aggregate", "per_env", "intervals", "profile", "behaviour"):
-        assert (ROOT / FIGURES / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        assert (committed_dir / f"{name}.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_replay_ratio_pairs_publish_once_they_land(tmp_path: Path) -> None:
