@@ -1,5 +1,6 @@
 """One driver per sweep (docs/locks.md): the same sweep started twice at once, as two real
-processes on an embedded local Ray instance. Exactly one runs the grid and puts every row on the
+processes (the processes backend: the lock is taken before any backend starts, so Ray's own
+start-up would add time and nothing to the check). Exactly one runs the grid and puts every row on the
 board once; the other says in one line who drives the sweep and how to watch it, and exits
 non-zero. The status view reads the sweep without taking any lock, while it runs and after."""
 
@@ -20,7 +21,7 @@ from offline_gitd.cli import main
 from offline_gitd.sweeps.driver_lock import DRIVER_LOCK_FILE
 from offline_gitd.sweeps.watch import status_text
 
-pytestmark = pytest.mark.ray  # the sweeps start an embedded local Ray instance
+pytestmark = pytest.mark.e2e  # real sweep drivers and their runs, in subprocesses
 
 SPEC = """command = "online dqn"
 board = "board.csv"
@@ -45,7 +46,7 @@ critic = ["td", "gitd"]
 
 def start_sweep(spec: Path, out: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "offline_gitd.cli", "sweep", str(spec), "--out", str(out)],
+        [sys.executable, "-m", "offline_gitd.cli", "sweep", str(spec), "--out", str(out), "--backend", "processes"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
