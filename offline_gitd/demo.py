@@ -101,7 +101,6 @@ def handle(args: argparse.Namespace) -> int:
     import minari
 
     from offline_gitd.data.paths import data_root, use_minari_root
-    from offline_gitd.leaderboard.across_envs import across_env_lines
     from offline_gitd.leaderboard.normalise import DEFAULT_NORMALISATION
     from offline_gitd.leaderboard.report import analyse, publish
     from offline_gitd.leaderboard.show import render
@@ -170,7 +169,7 @@ def handle(args: argparse.Namespace) -> int:
             DEFAULT_NORMALISATION,
             analysis.loaded,
             analysis.per_env,
-            across=across_env_lines(analysis.loaded.scored, analysis.baseline, seed=0),
+            across=analysis.across,
         )
     )
     figures, page = publish(board, analysis, DEFAULT_NORMALISATION, out / "site")

@@ -452,6 +452,7 @@ def run_html(args: argparse.Namespace) -> int:
         provenance,
         loaded=analysis.loaded,
         per_env=analysis.per_env,
+        across=analysis.across,
     )
     path = write_page(page, args.out)
     print(f"wrote {path}")

@@ -17,11 +17,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offline_gitd.leaderboard.schema import shorten
-from offline_gitd.leaderboard.show import NAME_LIMIT, NOTE_LIMIT, family_note, records, short_words, summary_digits
+from offline_gitd.leaderboard.show import (
+    ACROSS_TEST,
+    NAME_LIMIT,
+    NOTE_LIMIT,
+    across_family_note,
+    family_note,
+    p_fine,
+    records,
+    short_words,
+    summary_digits,
+)
 from offline_gitd.leaderboard.stats import MethodSummary
 from offline_gitd.version import __version__
 
 if TYPE_CHECKING:
+    from offline_gitd.leaderboard.across_envs import AcrossLine
     from offline_gitd.leaderboard.per_env import EnvLine
     from offline_gitd.leaderboard.show import Loaded
 
@@ -166,6 +177,31 @@ def _per_env_table(per_env: Sequence[EnvLine], loaded: Loaded, baseline: str) ->
 </table>"""
 
 
+def _across_section(lines: Sequence[AcrossLine], baseline: str) -> str:
+    """The across-envs test (docs/leaderboard.md#across-envs-test), as ``leaderboard show`` gives it."""
+    if not lines:
+        return ""
+    head = "".join(
+        f"<th>{title}</th>"
+        for title in ("Method", "Envs", "Runs (baseline's)", "p final", "Holm", "BH", "p AUC", "Holm", "BH")
+    )
+    rows = []
+    for line in lines:
+        cells = [name_html(line.method), str(line.envs), f"{line.runs} ({line.baseline_runs})"]
+        for test in (line.final, line.auc):
+            cells += [f"{p_fine(test.p)} ({html.escape(test.kind)})", p_fine(test.holm), p_fine(test.bh)]
+        rows.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    note = html.escape(shorten(short_words(across_family_note(lines, baseline)), NOTE_LIMIT))
+    return f"""<h2>Across envs</h2>
+<p>{html.escape(ACROSS_TEST[0].upper() + ACROSS_TEST[1:])}. {note}.</p>
+<table id="across-envs">
+<thead><tr>{head}</tr></thead>
+<tbody>
+{chr(10).join(rows)}
+</tbody>
+</table>"""
+
+
 def _aggregates_section(loaded: Loaded) -> str:
     """The aggregate under each normaliser (point estimates) and a warning per pair of methods
     whose order changes with it, as ``leaderboard show`` gives them."""
@@ -208,9 +244,11 @@ def render_page(
     *,
     loaded: Loaded | None = None,
     per_env: Sequence[EnvLine] = (),
+    across: Sequence[AcrossLine] = (),
 ) -> str:
-    """The whole page as one string; with the ``loaded`` board, the normalisation of each env, the
-    flagged envs and the per-env table follow the leaderboard (as in ``leaderboard show``)."""
+    """The whole page as one string; the ``across`` test follows the leaderboard where it has lines,
+    and with the ``loaded`` board, the normalisation of each env, the flagged envs and the per-env
+    table (as in ``leaderboard show``)."""
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
     digits = summary_digits(loaded)
     body = "\n".join(
@@ -261,6 +299,7 @@ always better). Click a column header to sort.</p>
 {body}
 </tbody>
 </table>
+{_across_section(across, baseline)}
 {details}
 {images}
 <h2>Provenance</h2>

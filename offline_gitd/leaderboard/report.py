@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import pandas as pd
 
+    from offline_gitd.leaderboard.across_envs import AcrossLine
     from offline_gitd.leaderboard.per_env import EnvLine
     from offline_gitd.leaderboard.show import Loaded
     from offline_gitd.leaderboard.stats import MethodSummary
@@ -26,6 +27,7 @@ class Analysis(NamedTuple):
     figure_data: dict[str, Any]
     loaded: "Loaded | None" = None
     per_env: "list[EnvLine]" = []
+    across: "list[AcrossLine]" = []  # each method against the baseline over the aggregate's envs
 
 
 def analyse(
@@ -44,6 +46,7 @@ def analyse(
     :func:`~offline_gitd.leaderboard.plot.render_figures`'s keywords (``methods`` to draw and their
     order, ``per_env``, ``fmt``, ``dpi``, the board's ``behaviour`` curves); the table covers every
     method that passes the filters."""
+    from offline_gitd.leaderboard.across_envs import across_env_lines
     from offline_gitd.leaderboard.per_env import per_env_lines
     from offline_gitd.leaderboard.plot import render_figures
     from offline_gitd.leaderboard.show import load
@@ -54,7 +57,8 @@ def analyse(
     summaries = summarise(scored, baseline_key, reps, seed)
     per_env = per_env_lines(loaded.everything, baseline_key, reps, seed, loaded.flagged)
     data, figures = render_figures(scored, summaries, baseline_key, normalise, reps, seed, **figure_options)
-    return Analysis(scored, summaries, baseline_key, figures, data, loaded, per_env)
+    across = across_env_lines(scored, baseline_key, seed)
+    return Analysis(scored, summaries, baseline_key, figures, data, loaded, per_env, across)
 
 
 def publish(board: Path, analysis: Analysis, normalise: str, out_dir: Path) -> tuple[list[Path], Path]:
@@ -73,6 +77,7 @@ def publish(board: Path, analysis: Analysis, normalise: str, out_dir: Path) -> t
             provenance,
             loaded=analysis.loaded,
             per_env=analysis.per_env,
+            across=analysis.across,
         ),
         out_dir,
     )

@@ -430,7 +430,7 @@ def across_family_note(lines: Sequence[AcrossLine], baseline: str) -> str:
     )
 
 
-def _p_fine(p: float | None) -> str:
+def p_fine(p: float | None) -> str:
     """A p value to three decimals, or to two significant digits below 0.001 (a Monte-Carlo p
     reaches 1 / 20,001)."""
     if p is None or p != p:
@@ -467,7 +467,7 @@ def render_across(lines: Sequence[AcrossLine], fmt: str) -> str:
     for line in lines:
         cells = [line.method, str(line.envs), f"{line.runs} ({line.baseline_runs})"]
         for test in (line.final, line.auc):
-            cells += [f"{_p_fine(test.p)} ({test.kind})", _p_fine(test.holm), _p_fine(test.bh)]
+            cells += [f"{p_fine(test.p)} ({test.kind})", p_fine(test.holm), p_fine(test.bh)]
         rows.append(tuple(cells))
     return text_table(titles, rows, fmt)
 

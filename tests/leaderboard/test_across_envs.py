@@ -150,3 +150,15 @@ def test_show_prints_the_across_envs_table_and_its_json(tmp_path, capsys):
     assert line["method"] == "dqn:gitd" and line["p_auc"] == pytest.approx(0.1) and line["p_final_test"] == "exact"
     assert main([*base, "--format", "csv"]) == 0
     assert "Across" not in capsys.readouterr().out  # the CSV is the summary alone
+
+
+def test_the_html_page_has_the_across_envs_table(tmp_path):
+    board = _board(tmp_path, {"dqn:td": [[1.0, 2.0]] * 3, "dqn:gitd": [[2.0, 3.0]] * 3}, [1000, 2000])
+    out = tmp_path / "site"
+    assert (
+        main(["leaderboard", "html", "--board", str(board), "--baseline", "dqn:td", "--reps", "50", "--out", str(out)])
+        == 0
+    )
+    page = (out / "index.html").read_text()
+    assert '<table id="across-envs">' in page and "<h2>Across envs</h2>" in page
+    assert "<td>0.100 (exact)</td><td>0.200</td><td>0.100</td>" in page
