@@ -49,7 +49,7 @@ VALUES = ("final", "auc")
 
 
 @dataclasses.dataclass(frozen=True)
-class Test:
+class SuiteTest:
     """One stratified permutation test: raw p, how it was computed, and its adjusted p values."""
 
     p: float
@@ -67,8 +67,8 @@ class AcrossLine:
     envs: int
     runs: int
     baseline_runs: int
-    final: Test
-    auc: Test
+    final: SuiteTest
+    auc: SuiteTest
 
 
 def _spread(x: np.ndarray, y: np.ndarray) -> float | None:
@@ -159,6 +159,6 @@ def across_env_lines(scored: pd.DataFrame, baseline: str, seed: int) -> list[Acr
         made = {}
         for value in VALUES:
             p_holm, p_bh = next(adjusted)
-            made[value] = Test(tests[value][0], tests[value][1], p_holm, p_bh)
+            made[value] = SuiteTest(tests[value][0], tests[value][1], p_holm, p_bh)
         lines.append(AcrossLine(method, n_envs, runs, base_runs, made["final"], made["auc"]))
     return lines
