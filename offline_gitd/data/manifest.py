@@ -42,7 +42,15 @@ REFERENCE_KEYS = (
 # What code and device recorded the data (collect's metadata, docs/datasets.md#collecting-datasets):
 # kept in the manifest, which is committed where the data is not; not compared by --check, since the
 # same content can come from another commit.
-CODE_KEYS = ("code_version", "code_commit", "code_dirty", "code_diff_sha256", "code_commit_reason", "collected_on")
+CODE_KEYS = (
+    "code_version",
+    "code_commit",
+    "code_dirty",
+    "code_diff_sha256",
+    "code_commit_reason",
+    "collected_on",
+    "collected_cpu",
+)
 
 
 def _update(digest: Any, array: np.ndarray) -> None:

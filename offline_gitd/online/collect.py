@@ -73,7 +73,9 @@ def code_record(made_by: dict[str, Any]) -> dict[str, str]:
     made it, docs/leaderboard.md#what-made-a-row): ``code_commit`` (empty without a checkout, with
     ``code_commit_reason`` saying why), ``code_dirty`` (``true``/``false``), ``code_diff_sha256``
     (SHA-256 of ``git diff HEAD`` when dirty), ``code_version`` and ``collected_on`` (``cpu`` or
-    the accelerator's model). Taken from the behaviour run's own provenance (its ``config.json``)."""
+    the accelerator's model) and ``collected_cpu`` (the CPU's kind: a seeded recording repeats
+    only on the same kind, docs/datasets.md#manifests). Taken from the behaviour run's own
+    provenance (its ``config.json``)."""
     from offline_gitd.rundir.provenance import row_facts
 
     facts = row_facts(made_by)
@@ -85,6 +87,7 @@ def code_record(made_by: dict[str, Any]) -> dict[str, str]:
         "code_diff_sha256": facts["diff_sha256"],
         "code_commit_reason": str(git.get("reason") or ""),
         "collected_on": facts["device"],
+        "collected_cpu": str((made_by.get("platform") or {}).get("cpu") or ""),
     }
 
 

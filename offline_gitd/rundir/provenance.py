@@ -98,6 +98,47 @@ def device() -> dict[str, Any]:
     }
 
 
+# the widest vector extension first: XLA compiles for the CPU it runs on, using what it has
+_VECTOR_ISAS = ("avx512f", "avx2", "avx", "sse4_2", "neon", "asimd")
+
+
+def describe_cpu(cpuinfo: str) -> str:
+    """The kind of CPU in a ``/proc/cpuinfo`` text: model name, family/model/stepping and the widest
+    vector extension, e.g. ``AMD EPYC (family 25, model 17, stepping 1, avx512f)``; empty when the
+    text names none. Why: XLA generates code for the CPU it runs on, so a seeded recording repeats
+    bit for bit only on the same kind (docs/datasets.md#manifests), and this is what says which."""
+    first: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if first:
+                break  # the first processor's block describes them all on one machine
+            continue
+        key, _, value = line.partition(":")
+        first.setdefault(key.strip().lower(), value.strip())
+    name = first.get("model name") or first.get("hardware") or first.get("cpu model") or ""
+    ids = [
+        f"{label} {first[key]}"
+        for key, label in (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
+        if first.get(key)
+    ]
+    flags = set((first.get("flags") or first.get("features") or "").split())
+    widest = next((isa for isa in _VECTOR_ISAS if isa in flags), None)
+    details = [*ids, *([widest] if widest else [])]
+    if not name and not details:
+        return ""
+    return f"{name or 'unnamed CPU'} ({', '.join(details)})" if details else name
+
+
+def cpu_kind() -> str | None:
+    """:func:`describe_cpu` of this machine, else :func:`platform.processor` (``None`` if neither
+    says anything)."""
+    try:
+        described = describe_cpu(Path("/proc/cpuinfo").read_text(errors="replace"))
+    except OSError:
+        described = ""
+    return described or platform.processor() or None
+
+
 def collect(argv: Sequence[str] | None, data_dir: str | None) -> dict[str, Any]:
     """Everything above, with the command line (``argv`` as typed after ``offline_gitd``, or this
     process's arguments) and the resolved data roots (``--data-dir`` / ``$OFFLINE_GITD_DATA`` /
@@ -110,7 +151,12 @@ def collect(argv: Sequence[str] | None, data_dir: str | None) -> dict[str, Any]:
         "command_line": ["offline_gitd", *command],
         "git": git_commit(),
         "versions": versions(),
-        "platform": {"system": platform.platform(), "machine": platform.machine(), "node": platform.node()},
+        "platform": {
+            "system": platform.platform(),
+            "machine": platform.machine(),
+            "node": platform.node(),
+            "cpu": cpu_kind(),
+        },
         "device": device(),
         "data_root": str(data_root(data_dir).absolute()),
         "minari_root": str(minari_datasets_dir(data_dir).absolute()),

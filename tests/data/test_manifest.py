@@ -65,6 +65,7 @@ def test_a_recording_made_again_matches_its_manifest_and_another_does_not(
     assert (entry["id"], entry["env"], entry["steps"]) == ("tests/cartpole/random-v0", "CartPole-v1", 200)
     code = entry["recorded_with"]  # the code and device that recorded it, committed with the manifest
     assert code["collected_on"] == "cpu" and (len(code["code_commit"]) == 40 or code["code_commit_reason"])
+    assert "collected_cpu" in code  # the CPU kind: a recording repeats only on the same kind
     check = ["datasets", "manifest", "--check", "--out", str(manifest), "--data-dir", str(data)]
     # recorded again from nothing: the same transitions
     _record(data, seed=0, overwrite=True)

@@ -11,6 +11,7 @@ import pytest
 
 from offline_gitd.cli import main
 from offline_gitd.leaderboard.board_references import from_metadata
+from offline_gitd.rundir.provenance import cpu_kind
 
 pytestmark = pytest.mark.usefixtures("jax_compilation_cache")
 
@@ -41,6 +42,7 @@ def test_the_final_policy_is_evaluated_at_the_runs_epsilon_and_kept_as_a_referen
     assert (len(commit) == 40 and dirty in ("true", "false")) or (commit == "" and metadata["code_commit_reason"])
     assert (len(metadata["code_diff_sha256"]) == 64) == (dirty == "true")
     assert metadata["collected_on"] == "cpu" and metadata["code_version"]
+    assert metadata["collected_cpu"] == (cpu_kind() or "")
 
 
 def test_at_epsilon_one_the_evaluation_is_the_random_reference(tmp_path: Path) -> None:

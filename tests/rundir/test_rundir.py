@@ -147,7 +147,7 @@ def test_config_records_provenance(train_args, minari_root, tmp_path, monkeypatc
     assert len(git["commit"]) == 40 if git["commit"] else git["reason"]
     assert {"python", "jax", "jaxlib", "flax", "offline_gitd"} <= {k for k, v in made_by["versions"].items() if v}
     assert made_by["device"]["backend"] == "cpu" and made_by["device"]["kind"]
-    assert made_by["platform"]["machine"]
+    assert made_by["platform"]["machine"] and "cpu" in made_by["platform"]
     assert made_by["data_root"] == str(data) and made_by["minari_root"] == str(data / "minari")
 
 
