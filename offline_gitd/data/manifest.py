@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from offline_gitd.durable import replace_json
+from offline_gitd.durable import file_lock, replace_json
 
 MANIFEST_VERSION = 1
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
@@ -107,16 +107,25 @@ def write_manifest(path: Path, entries: Sequence[Mapping[str, Any]]) -> None:
 
     The manifest's other keys (its ``mirrors``) are kept, and so is an entry's ``pack`` when the
     entry written anew has none and the same content digest: the archive still restores it
-    (docs/datasets.md#packs)."""
-    document = read_manifest_document(path) if path.exists() else {"version": MANIFEST_VERSION, "datasets": []}
-    kept = {entry["id"]: entry for entry in document["datasets"]}
-    for entry in entries:
-        new, old = dict(entry), kept.get(entry["id"], {})
-        if "pack" not in new and "pack" in old and old.get("sha256") == new.get("sha256"):
-            new["pack"] = old["pack"]
-        kept[entry["id"]] = new
-    document = dict(document, version=MANIFEST_VERSION, datasets=[kept[key] for key in sorted(kept)])
-    replace_json(path, document)  # a reader sees the old manifest or the new one
+    (docs/datasets.md#packs).
+
+    The read and the write happen under the lock of ``PATH.lock``, so two writers at once (two
+    ``datasets pack`` of one manifest's datasets) each add their entry: neither is lost."""
+    with file_lock(manifest_lock(path)):
+        document = read_manifest_document(path) if path.exists() else {"version": MANIFEST_VERSION, "datasets": []}
+        kept = {entry["id"]: entry for entry in document["datasets"]}
+        for entry in entries:
+            new, old = dict(entry), kept.get(entry["id"], {})
+            if "pack" not in new and "pack" in old and old.get("sha256") == new.get("sha256"):
+                new["pack"] = old["pack"]
+            kept[entry["id"]] = new
+        document = dict(document, version=MANIFEST_VERSION, datasets=[kept[key] for key in sorted(kept)])
+        replace_json(path, document)  # a reader sees the old manifest or the new one
+
+
+def manifest_lock(path: Path) -> Path:
+    """The lock file beside a manifest (``NAME.json.lock``, never committed) that its writers hold."""
+    return path.with_name(path.name + ".lock")
 
 
 def read_manifest_document(path: Path) -> dict[str, Any]:

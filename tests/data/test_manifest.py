@@ -77,3 +77,26 @@ def test_a_recording_made_again_matches_its_manifest_and_another_does_not(
     capsys.readouterr()
     assert main(check) == 1
     assert "sha256" in capsys.readouterr().out
+
+
+def test_a_writer_waits_for_the_manifest_lock_and_keeps_the_other_writers_entry(tmp_path: Path) -> None:
+    """Two packs of one manifest's datasets at once: the second reads the manifest only once the
+    first has written it, so both entries are there (a read-modify-write without the lock could
+    drop the first)."""
+    import threading
+
+    from offline_gitd.data.manifest import MANIFEST_VERSION, manifest_lock, read_manifest, write_manifest
+    from offline_gitd.durable import file_lock
+
+    manifest = tmp_path / "m.json"
+    first = {"id": "a/first-v0", "sha256": "1" * 64}
+    second = {"id": "a/second-v0", "sha256": "2" * 64}
+    with file_lock(manifest_lock(manifest)):  # another writer is between its read and its write
+        waiting = threading.Thread(target=write_manifest, args=(manifest, [second]))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive() and not manifest.exists()  # it waits for the lock
+        manifest.write_text(json.dumps({"version": MANIFEST_VERSION, "datasets": [first]}))  # the holder's write
+    waiting.join(10)
+    assert not waiting.is_alive()
+    assert [entry["id"] for entry in read_manifest(manifest)] == ["a/first-v0", "a/second-v0"]
