@@ -124,14 +124,15 @@ def describe_cpu(cpuinfo: str) -> str:
     flags = set((first.get("flags") or first.get("features") or "").split())
     widest = next((isa for isa in _VECTOR_ISAS if isa in flags), None)
     details = [*ids, *([widest] if widest else [])]
-    if not name and not details:
-        return ""
-    return f"{name or 'unnamed CPU'} ({', '.join(details)})" if details else name
+    if not details:
+        return name
+    return f"{name or 'unnamed CPU'} ({', '.join(details)})"
 
 
+@functools.lru_cache(maxsize=None)
 def cpu_kind() -> str | None:
     """:func:`describe_cpu` of this machine, else :func:`platform.processor` (``None`` if neither
-    says anything)."""
+    says anything). Read once per process: a sweep's runs in one process share the machine."""
     try:
         described = describe_cpu(Path("/proc/cpuinfo").read_text(errors="replace"))
     except OSError:
