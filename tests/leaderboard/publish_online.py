@@ -68,12 +68,15 @@ PAIR_PLOT = (
 
 
 def pairs_landed(rows: Iterable[ResultRow]) -> bool:
-    """Whether any DQN row ran at one update per env step: its ``method_config`` names no ``utd``
-    (the ``minatar`` default), where the main grid's name ``utd=0.25``."""
-    return any(
-        row.algorithm == "dqn" and not any(word.startswith("utd=") for word in row.method_config.split())
-        for row in rows
-    )
+    """Whether a whole replay-ratio pair is on the board: DQN (``td``) and Gi-DQN (``gitd``) both ran
+    one game at one update per env step (a ``method_config`` naming no ``utd``, the ``minatar``
+    default, where the main grid's names ``utd=0.25``). One cell of a pair alone has nothing to be
+    set against, so its tables would compare a method with no rows."""
+    critics_by_env: dict[str, set[str]] = {}
+    for row in rows:
+        if row.algorithm == "dqn" and not any(word.startswith("utd=") for word in row.method_config.split()):
+            critics_by_env.setdefault(row.env, set()).add(row.critic)
+    return any({"td", "gitd"} <= critics for critics in critics_by_env.values())
 
 
 def main() -> None:

@@ -417,9 +417,10 @@ def _assert_figures_are_the_commands(plot: str, committed_dir: Path, fresh_dir: 
 
 
 def test_the_replay_ratio_pairs_publish_once_they_land(tmp_path: Path) -> None:
-    """The pairs' tables and figures are written once the board holds one-update-per-step rows, and
-    their commands run on such a board: the committed main-grid rows of Breakout, with a copy of
-    DQN's and Gi-DQN's relabelled as one update per env step (their own config hash and runs)."""
+    """The pairs' tables and figures are written once the board holds a whole pair at one update per
+    env step (DQN's and Gi-DQN's on one game; DQN's alone is not), and their commands run on such a
+    board: the committed main-grid rows of Breakout, with a copy of DQN's and Gi-DQN's relabelled as
+    one update per env step (their own config hash and runs)."""
     import shlex
 
     from tests.leaderboard.publish_online import BOARD_DIR, PAIR_FIGURES, PAIR_PLOT, RATIOS, pairs_landed
@@ -442,11 +443,17 @@ def test_the_replay_ratio_pairs_publish_once_they_land(tmp_path: Path) -> None:
     ]
     assert pairs, "the committed board has no Breakout DQN or Gi-DQN rows to relabel"
     (tmp_path / "board.references.csv").write_bytes((ROOT / BOARD_DIR / "board.references.csv").read_bytes())
-    with (tmp_path / "board.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(main_grid[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows([*main_grid, *pairs])
-    assert pairs_landed(row for _, row in read_rows(tmp_path / "board.csv"))
+
+    def write_board(rows: list[dict[str, str]]) -> list:
+        with (tmp_path / "board.csv").open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(main_grid[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
+        return [row for _, row in read_rows(tmp_path / "board.csv")]
+
+    # one cell of a pair (DQN's, which the grid runs first) is not a pair: nothing to publish yet
+    assert not pairs_landed(write_board([*main_grid, *(r for r in pairs if r["critic"] == "td")]))
+    assert pairs_landed(write_board([*main_grid, *pairs]))
     for command in [*RATIOS.values(), PAIR_PLOT]:
         argv = shlex.split(command)[1:]
         argv[argv.index("--board") + 1] = str(tmp_path / "board.csv")
