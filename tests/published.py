@@ -46,7 +46,11 @@ PAGES: tuple[str, ...] = (
     "leaderboards/minatar_pilot/README.md",
     "leaderboards/mujoco_offline/README.md",
 )
-BLOCK = re.compile(r"<!-- generated: (?P<command>.+?) -->\n\n(?P<body>.*?)\n\n<!-- end generated -->", re.DOTALL)
+# A body never reaches past its own block's markers, so a block added empty (before its first
+# rewrite) is a block of its own instead of swallowing the next one up to that one's end.
+BLOCK = re.compile(
+    r"<!-- generated: (?P<command>.+?) -->\n\n(?P<body>(?:(?!<!-- (?:end )?generated)[\s\S])*?)\n*<!-- end generated -->"
+)
 FENCE = re.compile(r"\A```[a-z]*\n(?P<inner>.*)\n```\Z", re.DOTALL)
 
 

@@ -119,6 +119,21 @@ def flat(text: str) -> str:
     return " ".join(text.replace("\\\n", " ").split())
 
 
+def test_a_block_added_empty_stays_a_block_of_its_own() -> None:
+    """A block written with nothing between its markers yet (to be filled by its first rewrite) does
+    not swallow the next block: each keeps its own command and body."""
+    from tests.published import BLOCK
+
+    page = (
+        "<!-- generated: offline_gitd first -->\n\n<!-- end generated -->\n\ntext\n\n"
+        "<!-- generated: offline_gitd second -->\n\n| a |\n|---|\n\n<!-- end generated -->\n"
+    )
+    assert [(match["command"], match["body"]) for match in BLOCK.finditer(page)] == [
+        ("offline_gitd first", ""),
+        ("offline_gitd second", "| a |\n|---|"),
+    ]
+
+
 def test_the_pages_have_generated_blocks() -> None:
     # the check is not vacuous: the pages the issue named carry blocks, and every block names a command
     pages = {block.page for block in BLOCKS}

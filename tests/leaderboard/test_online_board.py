@@ -444,7 +444,7 @@ def test_the_replay_ratio_pairs_publish_once_they_land(tmp_path: Path) -> None:
     assert pairs, "the committed board has no Breakout DQN or Gi-DQN rows to relabel"
     (tmp_path / "board.references.csv").write_bytes((ROOT / BOARD_DIR / "board.references.csv").read_bytes())
 
-    def write_board(rows: list[dict[str, str]]) -> list:
+    def write_board(rows: list[dict[str, str]]) -> list[ResultRow]:
         with (tmp_path / "board.csv").open("w", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(main_grid[0]), lineterminator="\n")
             writer.writeheader()
