@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -381,6 +382,83 @@ def test_the_online_boards_published_files_are_its_commands_output(tmp_path: Pat
     for plot, figures in ((PLOT, FIGURES), (HEADLINE_PLOT, HEADLINE_FIGURES)):
         assert plot.removeprefix("offline_gitd ") in readme, plot
         _assert_figures_are_the_commands(plot, ROOT / figures, tmp_path / Path(figures).name)
+
+
+# The hand-laid table "DQN beside its references" of the board README: its game names, and for each
+# numeric column the command whose per-env final-return line (the first table naming the env and
+# method) holds the figures, and that line's method (None: the column is the uniform-random return).
+REFERENCE_GAMES = {
+    "Asterix": "Asterix-v1",
+    "Breakout": "Breakout-v1",
+    "Freeway": "Freeway-v1",
+    "Seaquest": "Seaquest-v1",
+    "Space Invaders": "SpaceInvaders-v1",
+}
+RATIO_BLOCK = (
+    "offline_gitd leaderboard show --board leaderboards/minatar_online/board.csv --env Breakout-v1 --env Asterix-v1 "
+    "--baseline 'dqn:td [loop=compiled utd=0.25]' --method 'dqn:td [loop=compiled]' --normalise baseline "
+    "--per-env-auc --format markdown"
+)
+
+
+def _first_per_env_cells(output: str) -> dict[tuple[str, str], str]:
+    """(env, method) -> the figure cell of the first per-env table line naming both (the final
+    returns come before the AUCs in `show`'s output)."""
+    cells: dict[tuple[str, str], str] = {}
+    for line in output.splitlines():
+        parts = [part.strip() for part in line.strip().strip("|").split("|")]
+        if len(parts) >= 3 and parts[0] in REFERENCE_GAMES.values():
+            cells.setdefault((parts[0], parts[1]), parts[2])
+    return cells
+
+
+def _numbers(text: str) -> list[str]:
+    return re.findall(r"-?[0-9]+(?:\.[0-9]+)?", text)
+
+
+def _agrees(shown: str, printed: str) -> bool:
+    """Each number of ``shown`` is the matching number of ``printed`` rounded to as many decimals
+    as ``shown`` gives (the table rounds `show`'s four significant digits for reading)."""
+    shown_numbers, printed_numbers = _numbers(shown), _numbers(printed)
+    return len(shown_numbers) == len(printed_numbers) and all(
+        float(a) == round(float(b), len(a.partition(".")[2])) for a, b in zip(shown_numbers, printed_numbers)
+    )
+
+
+def test_the_references_table_quotes_the_boards_commands() -> None:
+    """The board README's "DQN beside its references": DQN's final returns at each ratio and the
+    uniform-random return, per game, are the figures `show` prints for them from the committed
+    board (the main grid's command, and the block setting the two ratios side by side); a cell that
+    lands without the table being restated fails here. The other columns are references read off
+    other sources (Young & Tian's figure, the behaviour agents' files)."""
+    from tests.leaderboard.publish_online import BOARD_DIR, SHOW
+    from tests.published import ROOT, run
+
+    text = (ROOT / BOARD_DIR / "README.md").read_text()
+    assert RATIO_BLOCK in text
+    main_grid, ratios = _first_per_env_cells(run(SHOW)), _first_per_env_cells(run(RATIO_BLOCK))
+    columns = (
+        (main_grid, "dqn:td [loop=compiled utd=0.25]"),
+        (ratios, "dqn:td [loop=compiled]"),
+        (main_grid, "random"),
+    )
+    checked = 0
+    for line in text.split("**DQN beside its references**", 1)[1].splitlines():
+        parts = [part.strip().replace("**", "") for part in line.strip().strip("|").split("|")]
+        if not line.startswith("| ") or parts[0] not in REFERENCE_GAMES:
+            continue
+        env = REFERENCE_GAMES[parts[0]]
+        for shown, (cells, method) in zip(parts[1:4], columns):
+            if not _numbers(shown):
+                assert (env, method) not in cells, f"{parts[0]}: {method} is on the board but the table reads {shown!r}"
+                continue
+            assert _agrees(shown, cells[(env, method)]), (
+                f"{parts[0]}: {method} reads {shown}, `show` {cells[(env, method)]}"
+            )
+            checked += 1
+        if parts[0] == "Space Invaders":
+            break
+    assert checked >= 2 * len(REFERENCE_GAMES)  # DQN's and random's on every game, at least
 
 
 def _assert_figures_are_the_commands(plot: str, committed_dir: Path, fresh_dir: Path) -> None:
