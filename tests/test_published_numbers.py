@@ -18,6 +18,7 @@ import re
 
 import pytest
 
+from tests.leaderboard.publish_online import RATIOS as ONLINE_RATIOS
 from tests.published import PAGES, ROOT, all_blocks, run
 
 BLOCKS = list(all_blocks())
@@ -100,6 +101,22 @@ FIGURES = (
         ("smallest p",),
     ),
     ("leaderboards/minatar_offline/README.md", "| 0.091 |", GPU_BETWEEN, ("| Seaquest-v1 | cql:tdrc |",)),
+)
+# The replay-ratio claim of the MinAtar online board (leaderboards/minatar_online/README.md): Gi-DQN
+# against DQN at one update per env step, and the contrast of the two ratios' gains, on Breakout.
+ONLINE_README = "leaderboards/minatar_online/README.md"
+RATIO_1 = ONLINE_RATIOS["leaderboards/minatar_online/ratio-1.md"]
+RATIO_CONTRAST = ONLINE_RATIOS["leaderboards/minatar_online/ratio-contrast.md"]
+FIGURES += (
+    (ONLINE_README, "9.499 [8.28, 10.7]", RATIO_1, ("| Breakout-v1 | dqn:gitd [loop=compiled] |",)),
+    (ONLINE_README, "0.452", RATIO_1, ("| Breakout-v1 | dqn:gitd [loop=compiled] |",)),
+    (ONLINE_README, "8.816", RATIO_1, ("| Breakout-v1 | dqn:td [loop=compiled] |",)),
+    (ONLINE_README, "6.819 [6.37, 7.38]", RATIO_1, ("| Breakout-v1 | dqn:gitd [loop=compiled] |", "5 x 100")),
+    (ONLINE_README, "0.103", RATIO_1, ("| Breakout-v1 | dqn:gitd [loop=compiled] |", "5 x 100")),
+    (ONLINE_README, "6.309", RATIO_1, ("| Breakout-v1 | dqn:td [loop=compiled] |", "5 x 100")),
+    (ONLINE_README, "1.081 [1.004, 1.173]", RATIO_CONTRAST, ("| Breakout-v1 |",)),
+    (ONLINE_README, "1.110 [1.055, 1.168]", RATIO_CONTRAST, ("| Breakout-v1 |",)),
+    (ONLINE_README, "0.973 [0.889, 1.073]", RATIO_CONTRAST, ("| Breakout-v1 |",)),
 )
 # The MinAtar results table of the README and of docs/reproducing.md: rows are methods, columns
 # games; each cell is the per-game line's mean final return [95% CI] of `show`.

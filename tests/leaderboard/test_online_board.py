@@ -363,15 +363,19 @@ def test_the_online_boards_published_files_are_its_commands_output(tmp_path: Pat
     names (``python -m tests.leaderboard.publish_online``) make from the committed board: a cell
     that lands without them being rewritten fails here. The figures' numbers are compared at their
     point estimates (curves, IQMs, profiles, references), which do not depend on ``--reps``: the
-    whole grid's (``figures/``) and the headline pair's (``figures/gidqn-dqn/``)."""
+    whole grid's (``figures/``), the headline pair's (``figures/gidqn-dqn/``) and, once a
+    replay-ratio pair has landed, the two ratios' (``figures/ratio-pairs/``)."""
     from tests.leaderboard.publish_online import (
         BOARD_DIR,
         FIGURES,
         HEADLINE_FIGURES,
         HEADLINE_PLOT,
         IQM,
+        PAIR_FIGURES,
+        PAIR_PLOT,
         PLOT,
         SHOW,
+        pairs_landed,
     )
     from tests.published import ROOT, run
 
@@ -379,7 +383,10 @@ def test_the_online_boards_published_files_are_its_commands_output(tmp_path: Pat
     assert f"{SHOW.removeprefix('offline_gitd ')} > {IQM}" in readme
     assert "python -m tests.leaderboard.publish_online" in readme
     assert (ROOT / IQM).read_text() == run(SHOW) + "\n"
-    for plot, figures in ((PLOT, FIGURES), (HEADLINE_PLOT, HEADLINE_FIGURES)):
+    plots = [(PLOT, FIGURES), (HEADLINE_PLOT, HEADLINE_FIGURES)]
+    if pairs_landed(row for _, row in read_rows(ROOT / BOARD_DIR / "board.csv")):
+        plots.append((PAIR_PLOT, PAIR_FIGURES))
+    for plot, figures in plots:
         assert plot.removeprefix("offline_gitd ") in readme, plot
         _assert_figures_are_the_commands(plot, ROOT / figures, tmp_path / Path(figures).name)
 
