@@ -255,6 +255,23 @@ def _draw_curve(axis: Any, curve: dict[str, list[float]], style: dict[str, Any])
     axis.fill_between(steps, curve["low"], curve["high"], color=style["color"], alpha=_BAND_ALPHA, linewidth=0)
 
 
+# The aggregate figure's panels: the learning curves, then the AUC bars.
+_AGGREGATE_WIDTHS = (1.6, 1)
+
+
+def _bars_label(bars: Any, baseline: str, width: float) -> int:
+    """Label the AUC bars' x axis with the baseline's name, and return its number of lines. A label
+    wider than its panel (a long method key, as a replay ratio in brackets makes) would run off
+    the figure's right edge if centred, so it is broken after "relative to" and set flush with
+    the panel's right edge, reaching left under the method names, where nothing is drawn."""
+    label = f"IQM AUC relative to {plain(baseline)} (1 = baseline)"
+    if _text_width(label, "medium") <= width:
+        bars.set_xlabel(label)
+        return 1
+    bars.set_xlabel(f"IQM AUC relative to\n{plain(baseline)} (1 = baseline)", loc="right")
+    return 2
+
+
 def aggregate_figure(data: dict[str, Any], baseline: str, how: str) -> Figure:
     """Learning curves (IQM + CI band) beside the AUC bars (with CI whiskers)."""
     from matplotlib.figure import Figure
@@ -263,7 +280,7 @@ def aggregate_figure(data: dict[str, Any], baseline: str, how: str) -> Figure:
     methods = data["methods"]
     styles = method_styles(methods)
     figure = Figure(figsize=(11, 4.6 + 0.22 * math.ceil(len(methods) / 3)))
-    axes = figure.subplots(1, 2, width_ratios=(1.6, 1), squeeze=False)
+    axes = figure.subplots(1, 2, width_ratios=_AGGREGATE_WIDTHS, squeeze=False)
     curves, bars = axes[0]
     for method in methods:
         _draw_curve(curves, data["curves"][method], styles[method])
@@ -289,18 +306,22 @@ def aggregate_figure(data: dict[str, Any], baseline: str, how: str) -> Figure:
     )
     bars.axvline(1.0, color="black", linestyle="--", linewidth=1)
     bars.set_yticks(positions, [plain(method) for method in methods], fontsize="small")
-    bars.set_xlabel(f"IQM AUC relative to {plain(baseline)} (1 = baseline)")
     bars.set_title("Normalised AUC (95% CI)")
     bars.grid(axis="x", alpha=0.3)
     _outside_legend(figure, styles)
+    left = _PAD + _lines(1, "medium") + 4 * _POINT + _TICK + _tick_width(curves.yaxis)
+    right = _PAD + 0.5 * max(_tick_width(curves.xaxis), _tick_width(bars.xaxis))
+    wgap = _PAD + _y_labels_width(methods) + 0.5 * _tick_width(curves.xaxis)
+    bars_width = (figure.get_figwidth() - left - right - wgap) * _AGGREGATE_WIDTHS[1] / sum(_AGGREGATE_WIDTHS)
+    label_lines = _bars_label(bars, baseline, bars_width)
     _place(
         figure,
         (1, 2),
-        left=_PAD + _lines(1, "medium") + 4 * _POINT + _TICK + _tick_width(curves.yaxis),
-        right=_PAD + 0.5 * max(_tick_width(curves.xaxis), _tick_width(bars.xaxis)),
+        left=left,
+        right=right,
         top=_PAD + _offset_height([curves]) + _lines(2, "large") + 6 * _POINT,
-        bottom=_legend_height(figure, methods) + _ticks_and_label("medium"),
-        wgap=_PAD + _y_labels_width(methods) + 0.5 * _tick_width(curves.xaxis),
+        bottom=_legend_height(figure, methods) + _ticks_and_label("medium") + _lines(label_lines - 1, "medium"),
+        wgap=wgap,
     )
     _pin_titles([curves, bars])
     return figure

@@ -17,6 +17,7 @@ from offline_gitd.leaderboard.plot import (  # noqa: E402
     figure_data,
     method_styles,
     per_env_figure,
+    plain,
     profile_figure,
 )
 from offline_gitd.leaderboard.show import load_scored  # noqa: E402
@@ -131,6 +132,25 @@ def test_nine_methods_have_distinct_styles_and_an_unclipped_legend() -> None:
         # The hand-set margins hold every label, tick label and title (all of the drawing, in inches).
         drawn, (width, height) = figure.get_tightbbox(renderer), figure.get_size_inches()
         assert -0.01 <= drawn.x0 and drawn.x1 <= width + 0.01 and -0.01 <= drawn.y0 and drawn.y1 <= height + 0.01
+
+
+@pytest.mark.parametrize("baseline", ["dqn:td", "dqn:td [loop=compiled utd=0.25]", "cql:" + "g" * 60])
+def test_the_auc_bars_label_names_a_long_baseline_inside_the_figure(baseline: str) -> None:
+    """The bars' x label names the baseline; a long key (a replay ratio in brackets, or a name cut
+    to 48 characters) breaks onto two lines flush right instead of running off the right edge."""
+    methods = ["dqn:gitd [loop=compiled utd=0.25]", "dqn:itd", baseline]
+    figure = aggregate_figure(_synthetic_figure_data(methods)["aggregate"], baseline, "baseline")
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    label = figure.axes[1].xaxis.label
+    assert plain(baseline) in label.get_text()
+    drawn, (width, height) = figure.get_tightbbox(renderer), figure.get_size_inches()
+    assert -0.01 <= drawn.x0 and drawn.x1 <= width + 0.01 and -0.01 <= drawn.y0 and drawn.y1 <= height + 0.01
+    # ... and clear of the tick labels above it and of the legend below it
+    ticks = min(tick.get_window_extent(renderer).y0 for tick in figure.axes[1].get_xticklabels() if tick.get_text())
+    box = label.get_window_extent(renderer)
+    assert box.y1 <= ticks and figure.legends[0].get_window_extent(renderer).y1 <= box.y0
 
 
 def test_plot_formats_dpi_methods_and_raw_returns(board: Path, analysed, tmp_path: Path, capsys) -> None:
