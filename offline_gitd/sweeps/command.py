@@ -121,6 +121,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="only the runs of this grid entry (its name or value), e.g. game=breakout; repeatable, one per "
         "axis. Only the datasets those runs train on are recorded; run names stay those of the whole grid",
     )
+    parser.add_argument(
+        "--seeds-per-run",
+        type=int,
+        default=None,
+        metavar="N",
+        help="split each run's seeds into runs of N (overrides [resources] seeds_per_run; 0: one vmapped run). "
+        "A seed's rows are the same in either split and the board skips a run whose seeds it holds, so a "
+        "long cell can be finished on several cores: its runs are named NAME_seeds-0,1,2 and do not resume "
+        "an unsplit run's checkpoints (docs/sweeps.md#seeds-over-several-runs)",
+    )
     parser.add_argument("--watch", action="store_true", help="with --status: print it again at each change")
     parser.add_argument(
         "--record-missing",
@@ -168,6 +178,10 @@ def handle(args: argparse.Namespace) -> int:
         from offline_gitd.sweeps.spec import with_board
 
         spec = with_board(spec, args.board)
+    if args.seeds_per_run is not None:
+        from offline_gitd.sweeps.spec import with_seeds_per_run
+
+        spec = with_seeds_per_run(spec, args.seeds_per_run)
     if args.only:
         from offline_gitd.sweeps.spec import with_only
 

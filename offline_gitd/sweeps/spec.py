@@ -214,6 +214,18 @@ def with_board(spec: SweepSpec, board: Path) -> SweepSpec:
     return replaced
 
 
+def with_seeds_per_run(spec: SweepSpec, per_run: int) -> SweepSpec:
+    """``spec`` with ``[resources] seeds_per_run`` replaced by ``--seeds-per-run`` (0: each run's seeds
+    in one vmapped program). A seed's rows do not depend on the seeds beside it (its keys come from
+    its own number, docs/sweeps.md#seeds-over-several-runs), so the board a sweep continues from is
+    read the same way whichever split made its rows; only the runs' names change."""
+    if per_run < 0:
+        raise ConfigError(f"--seeds-per-run must be >= 0 (0: all of a run's seeds in one program), got {per_run}")
+    replaced = dataclasses.replace(spec, resources=dataclasses.replace(spec.resources, seeds_per_run=per_run))
+    expand(replaced)  # counted as the spec's own key is: a split past MAX_RUNS is refused here
+    return replaced
+
+
 def with_only(spec: SweepSpec, selections: Sequence[str]) -> SweepSpec:
     """``spec`` narrowed to the runs of the grid entries ``selections`` name (``game=breakout``:
     the entry named ``breakout``, or the value ``breakout``, of axis ``game``), for a sweep done a

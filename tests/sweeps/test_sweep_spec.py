@@ -122,6 +122,28 @@ def test_seeds_per_run_splits_the_vmapped_seeds(tmp_path: Path) -> None:
     assert [p.fields["seeds"] for p in plans[:3]] == ["0,1", "2,3", "4"]
 
 
+
+def test_seeds_per_run_on_the_command_line_overrides_the_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--seeds-per-run N`` splits an unsplit spec's runs (and 0 joins a split spec's again); a
+    negative count is a one-line usage error naming the flag, before anything runs."""
+    spec = tmp_path / "s.toml"
+    spec.write_text('command = "online dqn"\n[fixed]\nenv = "CartPole-v1"\nseeds = "0-4"\n[grid]\ncritic = ["td"]\n')
+    out = tmp_path / "out"
+    assert main(["sweep", str(spec), "--out", str(out), "--seeds-per-run", "3", "--dry-run"]) == 0
+    table = capsys.readouterr().out
+    assert "seeds-0,1,2  new" in table and "--seeds 0,1,2" in table
+    assert "seeds-3,4  " in table and "--seeds 3,4" in table and "2 runs" in table
+    spec.write_text(spec.read_text().replace("[fixed]", "[resources]\nseeds_per_run = 2\n[fixed]"))
+    assert main(["sweep", str(spec), "--out", str(out), "--seeds-per-run", "0", "--dry-run"]) == 0
+    table = capsys.readouterr().out
+    assert "--seeds 0-4" in table and "1 runs" in table and "seeds-0" not in table
+    assert main(["sweep", str(spec), "--out", str(out), "--seeds-per-run", "-1", "--dry-run"]) == 2
+    assert "--seeds-per-run must be >= 0" in capsys.readouterr().err
+    assert not out.exists()
+
+
 BASE = 'command = "online dqn"\n'
 GRID = '[grid]\ncritic = ["td", "gitd"]\n'
 FIXED = '[fixed]\nenv = "CartPole-v1"\n'
