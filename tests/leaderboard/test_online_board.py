@@ -560,7 +560,7 @@ def test_the_sweep_skips_exactly_the_cells_the_committed_board_holds(tmp_path: P
     each cell's computed config hash is one the board's rows record, five seeds each."""
     from offline_gitd.sweeps.core import ON_BOARD, action
     from offline_gitd.sweeps.on_board import BoardCheck
-    from offline_gitd.sweeps.spec import expand, load_spec, with_board
+    from offline_gitd.sweeps.spec import expand, load_spec, with_board, with_seeds_per_run
     from offline_gitd.sweeps.state import SweepPaths
 
     root = Path(__file__).resolve().parents[2]
@@ -575,6 +575,13 @@ def test_the_sweep_skips_exactly_the_cells_the_committed_board_holds(tmp_path: P
     assert len(skipped) == len(seeds_per_hash) > 0
     assert all(seeds == {"0", "1", "2", "3", "4"} for seeds in seeds_per_hash.values())
     assert {check.expected(plan).config_hash for plan in expand(spec) if plan.name in skipped} == set(seeds_per_hash)
+    # The same board read by the grid split into runs of 3 and 2 seeds (--seeds-per-run 3, the way
+    # asterix-gidqn-utd1 ran): each split run of a cell on the board is skipped too, and only those.
+    split = with_seeds_per_run(spec, 3)
+    split_check = BoardCheck(split)
+    split_skipped = [plan for plan in expand(split) if action(SweepPaths(tmp_path), plan, split_check) == ON_BOARD]
+    assert len(split_skipped) == 2 * len(seeds_per_hash)
+    assert {split_check.expected(plan).config_hash for plan in split_skipped} == set(seeds_per_hash)
 
 
 def test_every_dirty_row_was_dirty_with_the_sweeps_own_board_alone(tmp_path: Path) -> None:
@@ -582,7 +589,7 @@ def test_every_dirty_row_was_dirty_with_the_sweeps_own_board_alone(tmp_path: Pat
     timings file (a grid run from a worktree whose tracked board it appended to): checked by
     recreating, at the row's commit, the board and timings as they stood when the cell started (a
     prefix of the committed files, ending at a cell's last row) and matching ``git diff HEAD``'s
-    SHA-256 with the row's ``diff_sha256`` (leaderboards/minatar_online/README.md#status-2026-11-28)."""
+    SHA-256 with the row's ``diff_sha256`` (leaderboards/minatar_online/README.md#status-2026-12-01)."""
     import hashlib
     import shutil
     import subprocess
