@@ -122,7 +122,6 @@ def test_seeds_per_run_splits_the_vmapped_seeds(tmp_path: Path) -> None:
     assert [p.fields["seeds"] for p in plans[:3]] == ["0,1", "2,3", "4"]
 
 
-
 def test_seeds_per_run_on_the_command_line_overrides_the_spec(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
